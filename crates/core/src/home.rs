@@ -1,0 +1,46 @@
+//! The layout of Reverie's data folder. Paths only; nothing here touches disk.
+
+use std::path::{Path, PathBuf};
+
+/// `REVERIE_HOME`: database, blobs, models and checkpoints under one root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Home { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.root.join("reverie.sqlite3")
+    }
+
+    pub fn blobs(&self) -> PathBuf {
+        self.root.join("blobs")
+    }
+
+    pub fn models(&self) -> PathBuf {
+        self.root.join("models")
+    }
+
+    pub fn checkpoints(&self) -> PathBuf {
+        self.root.join("checkpoints")
+    }
+
+    /// Scratch space for downloads and partial files; same filesystem as the
+    /// destinations so renames are atomic.
+    pub fn partial(&self) -> PathBuf {
+        self.root.join("partial")
+    }
+
+    /// The file naming the model in use (one line: a path).
+    pub fn active_model_file(&self) -> PathBuf {
+        self.root.join("active-model")
+    }
+}

@@ -1,0 +1,492 @@
+//! The engine: model, worker pool, fair queue, hot swap and watchdog.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use reverie_core::{ChannelId, SamplingParams, StopReason, TokenRole, TokenSpan};
+use serde::Serialize;
+
+use crate::error::InferError;
+use crate::model::{LoadedModel, ModelInfo};
+use crate::prompt::{self, ChatMessage, Transcript};
+use crate::sampler::Constraint;
+use crate::scheduler::{Job, JobControl, Queue};
+use crate::worker::{self, Slot};
+
+/// How the engine runs. `Default` suits a laptop CPU.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Worker slots: how many channels generate at the same time.
+    pub slots: usize,
+    /// Context window per slot, in tokens.
+    pub n_ctx: u32,
+    /// Prompt tokens decoded per llama.cpp call.
+    pub n_batch: u32,
+    /// CPU threads per slot.
+    pub threads: usize,
+    /// Layers offloaded to the GPU (needs the `cuda` feature).
+    pub gpu_layers: u32,
+    /// Requests allowed to wait before `generate` answers `Busy`.
+    pub max_queued: usize,
+    /// No token for this long ends a generation as stalled; twice as long
+    /// and the worker is replaced.
+    pub stall_timeout: Duration,
+    /// Fault injection for tests: hang (ignoring cancel) before this token.
+    #[doc(hidden)]
+    pub fault_hang_after_tokens: Option<usize>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            slots: 2,
+            n_ctx: 8192,
+            n_batch: 512,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            gpu_layers: 0,
+            max_queued: 64,
+            stall_timeout: Duration::from_secs(60),
+            fault_hang_after_tokens: None,
+        }
+    }
+}
+
+/// Counters of one generation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    /// Prompt tokens found already in the slot's KV cache.
+    pub reused_tokens: usize,
+    pub prefilled_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+}
+
+/// What a generation streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GenEvent {
+    Token { id: i32, piece: String, logprob: f32 },
+    Done { reason: StopReason, usage: Usage },
+    Failed(String),
+}
+
+/// A request to continue `prompt` (the channel's whole token history).
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub channel: ChannelId,
+    pub prompt: Vec<i32>,
+    pub sampling: SamplingParams,
+    pub constraint: Option<Constraint>,
+    /// Keep going past end-of-generation tokens (benchmarks).
+    pub ignore_eog: bool,
+}
+
+impl GenerateRequest {
+    pub fn new(channel: ChannelId, prompt: Vec<i32>, sampling: SamplingParams) -> Self {
+        GenerateRequest {
+            channel,
+            prompt,
+            sampling,
+            constraint: None,
+            ignore_eog: false,
+        }
+    }
+
+    pub fn with_constraint(mut self, constraint: Constraint) -> Self {
+        self.constraint = Some(constraint);
+        self
+    }
+}
+
+/// The finished result of a generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub ids: Vec<i32>,
+    pub logprobs: Vec<f32>,
+    pub text: String,
+    pub reason: StopReason,
+    pub usage: Usage,
+}
+
+impl Completion {
+    /// The generated tokens as `action` tokens with their log-probs.
+    pub fn span(&self) -> TokenSpan {
+        let mut span = TokenSpan::default();
+        for (&id, &lp) in self.ids.iter().zip(&self.logprobs) {
+            span.push(id, TokenRole::Action, Some(lp));
+        }
+        span
+    }
+}
+
+/// A running generation: iterate its events, cancel it, or wait for it.
+pub struct Generation {
+    rx: Receiver<GenEvent>,
+    control: Arc<JobControl>,
+    done: bool,
+}
+
+impl Generation {
+    /// Asks the generation to stop; it ends with `StopReason::Cancelled`.
+    pub fn cancel(&self) {
+        self.control.request_stop(StopReason::Cancelled);
+    }
+
+    /// A handle that can cancel from another thread.
+    pub fn canceller(&self) -> impl Fn() + Send + Sync + 'static {
+        let c = self.control.clone();
+        move || c.request_stop(StopReason::Cancelled)
+    }
+
+    /// Waits for every event, calling `on_event` for each.
+    pub fn complete_with(
+        mut self,
+        mut on_event: impl FnMut(&GenEvent),
+    ) -> Result<Completion, InferError> {
+        let mut out = Completion {
+            ids: Vec::new(),
+            logprobs: Vec::new(),
+            text: String::new(),
+            reason: StopReason::Cancelled,
+            usage: Usage::default(),
+        };
+        for ev in self.by_ref() {
+            on_event(&ev);
+            match ev {
+                GenEvent::Token { id, piece, logprob } => {
+                    out.ids.push(id);
+                    out.logprobs.push(logprob);
+                    out.text.push_str(&piece);
+                }
+                GenEvent::Done { reason, usage } => {
+                    out.reason = reason;
+                    out.usage = usage;
+                    return Ok(out);
+                }
+                GenEvent::Failed(msg) => return Err(InferError::Generation(msg)),
+            }
+        }
+        Err(InferError::Generation("the worker stopped without an answer".into()))
+    }
+
+    pub fn complete(self) -> Result<Completion, InferError> {
+        self.complete_with(|_| {})
+    }
+}
+
+impl Iterator for Generation {
+    type Item = GenEvent;
+    fn next(&mut self) -> Option<GenEvent> {
+        if self.done {
+            return None;
+        }
+        let ev = self.rx.recv().ok();
+        if !matches!(ev, Some(GenEvent::Token { .. })) {
+            self.done = true;
+        }
+        ev
+    }
+}
+
+/// State shared by the engine handle, its workers and its watchdog.
+pub struct Shared {
+    pub config: EngineConfig,
+    pub queue: Mutex<Queue>,
+    pub cv: Condvar,
+    pub shutdown: AtomicBool,
+    pub epoch: Instant,
+    /// The injected fault fires once.
+    pub fault_armed: AtomicBool,
+    model: RwLock<Arc<LoadedModel>>,
+    slots: Mutex<Vec<Arc<Slot>>>,
+    next_slot: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn model(&self) -> Arc<LoadedModel> {
+        self.model.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Starts `n` workers on `model` and waits until each has its context.
+    fn start_slots(
+        self: &Arc<Self>,
+        model: &Arc<LoadedModel>,
+        n: usize,
+    ) -> Result<Vec<Arc<Slot>>, InferError> {
+        let mut started: Vec<Arc<Slot>> = Vec::new();
+        for _ in 0..n {
+            let slot = Arc::new(Slot::new(self.next_slot.fetch_add(1, Ordering::SeqCst)));
+            let (tx, rx) = mpsc::channel();
+            worker::spawn(self.clone(), model.clone(), slot.clone(), tx);
+            let outcome = rx
+                .recv()
+                .unwrap_or_else(|_| Err(InferError::Context("worker thread died".into())));
+            if let Err(e) = outcome {
+                for s in &started {
+                    retire(s);
+                }
+                self.cv.notify_all();
+                return Err(e);
+            }
+            started.push(slot);
+        }
+        Ok(started)
+    }
+}
+
+fn retire(slot: &Slot) {
+    slot.retired.store(true, Ordering::SeqCst);
+}
+
+/// A loaded model serving many channels. Dropping it stops every worker.
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl Engine {
+    /// Loads `path` and starts the worker slots.
+    pub fn load(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, InferError> {
+        let model = Arc::new(LoadedModel::load(path.as_ref(), config.gpu_layers)?);
+        let slots = config.slots.max(1);
+        let shared = Arc::new(Shared {
+            config,
+            queue: Mutex::new(Queue::default()),
+            cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            epoch: Instant::now(),
+            fault_armed: AtomicBool::new(true),
+            model: RwLock::new(model.clone()),
+            slots: Mutex::new(Vec::new()),
+            next_slot: AtomicUsize::new(0),
+        });
+        let started = shared.start_slots(&model, slots)?;
+        *lock(&shared.slots) = started;
+        spawn_watchdog(Arc::downgrade(&shared));
+        Ok(Engine { shared })
+    }
+
+    pub fn info(&self) -> ModelInfo {
+        self.shared.model().info.clone()
+    }
+
+    pub fn model_path(&self) -> PathBuf {
+        self.shared.model().info.path.clone()
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.config
+    }
+
+    /// Tokens of `text`; `special` lets control-token text become control tokens.
+    pub fn tokenize(&self, text: &str, special: bool) -> Vec<i32> {
+        let model = self.shared.model();
+        model
+            .llama
+            .vocab()
+            .tokenize(text.as_bytes(), false, special)
+            .into_iter()
+            .map(|t| t.0)
+            .collect()
+    }
+
+    /// Text of `ids`; `special` renders control tokens as their text.
+    pub fn detokenize(&self, ids: &[i32], special: bool) -> String {
+        let model = self.shared.model();
+        let vocab = model.llama.vocab();
+        let toks: Vec<_> = ids
+            .iter()
+            .map(|&i| llama_cpp_2::token::LlamaToken(i))
+            .collect();
+        String::from_utf8_lossy(&vocab.detokenize(&toks, false, special)).into_owned()
+    }
+
+    /// Appends messages to a transcript through the chat template, ending
+    /// with the assistant prompt; returns the tokens added.
+    pub fn extend_transcript(
+        &self,
+        transcript: &mut Transcript,
+        messages: &[ChatMessage],
+    ) -> Result<TokenSpan, InferError> {
+        let model = self.shared.model();
+        prompt::extend(&model.llama, transcript, messages, true)
+    }
+
+    /// Appends a finished reply (its exact tokens) to a transcript.
+    pub fn record_reply(&self, transcript: &mut Transcript, reply: &Completion) -> TokenSpan {
+        let span = reply.span();
+        let rendered = self.detokenize(&reply.ids, true);
+        transcript.push_reply(&reply.text, &span, &rendered);
+        span
+    }
+
+    /// Queues a generation; events stream through the returned handle.
+    pub fn generate(&self, req: GenerateRequest) -> Result<Generation, InferError> {
+        if self.shared.shutdown.load(Ordering::SeqCst) {
+            return Err(InferError::ShutDown);
+        }
+        if req.prompt.is_empty() {
+            return Err(InferError::EmptyPrompt);
+        }
+        let n_ctx = self.shared.config.n_ctx;
+        if req.prompt.len() as u32 >= n_ctx {
+            return Err(InferError::ContextFull {
+                tokens: req.prompt.len(),
+                n_ctx,
+            });
+        }
+        let constraint = match req.constraint {
+            Some(Constraint::JsonSchema(s)) => Some(Constraint::Gbnf(crate::json_schema_to_gbnf(&s)?)),
+            other => other,
+        };
+        let (tx, rx) = mpsc::channel();
+        let control = Arc::new(JobControl::new(tx));
+        {
+            let mut q = lock(&self.shared.queue);
+            if q.len() >= self.shared.config.max_queued {
+                return Err(InferError::Busy { queued: q.len() });
+            }
+            q.push(Job {
+                channel: req.channel,
+                prompt: req.prompt,
+                sampling: req.sampling,
+                constraint,
+                ignore_eog: req.ignore_eog,
+                control: control.clone(),
+            });
+        }
+        self.shared.cv.notify_all();
+        Ok(Generation {
+            rx,
+            control,
+            done: false,
+        })
+    }
+
+    /// Loads `path` and moves serving onto it. Generations already running
+    /// finish on the old model; queued and later ones use the new one. If
+    /// the new file fails to load, the old model keeps serving.
+    pub fn swap_model(&self, path: impl AsRef<Path>) -> Result<ModelInfo, InferError> {
+        let model = Arc::new(LoadedModel::load(
+            path.as_ref(),
+            self.shared.config.gpu_layers,
+        )?);
+        let fresh = self
+            .shared
+            .start_slots(&model, self.shared.config.slots.max(1))?;
+        *self.shared.model.write().unwrap_or_else(|e| e.into_inner()) = model.clone();
+        {
+            let mut slots = lock(&self.shared.slots);
+            for s in slots.iter() {
+                retire(s);
+            }
+            let mut q = lock(&self.shared.queue);
+            for s in slots.iter() {
+                q.forget_slot(s.id);
+            }
+            *slots = fresh;
+        }
+        self.shared.cv.notify_all();
+        tracing::info!(path = %model.info.path.display(), "model swapped");
+        Ok(model.info.clone())
+    }
+
+    /// Stops every generation and worker; queued requests fail.
+    pub fn shutdown(&self) {
+        let shared = &self.shared;
+        if shared.shutdown.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for job in lock(&shared.queue).drain() {
+            job.control
+                .finish(GenEvent::Failed("the engine is shutting down".into()));
+        }
+        let slots: Vec<_> = lock(&shared.slots).drain(..).collect();
+        for s in &slots {
+            if let Some((_, c)) = lock(&s.current).as_ref() {
+                c.request_stop(StopReason::Cancelled);
+            }
+        }
+        shared.cv.notify_all();
+        for s in &slots {
+            if s.abandoned.load(Ordering::SeqCst) {
+                continue;
+            }
+            if let Some(h) = lock(&s.handle).take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn_watchdog(shared: Weak<Shared>) {
+    std::thread::Builder::new()
+        .name("reverie-watchdog".into())
+        .spawn(move || loop {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            if shared.shutdown.load(Ordering::SeqCst) {
+                return;
+            }
+            let timeout = shared.config.stall_timeout;
+            watch(&shared, timeout);
+            drop(shared);
+            std::thread::sleep((timeout / 4).min(Duration::from_millis(250)));
+        })
+        .expect("spawn watchdog");
+}
+
+/// One watchdog pass: ask stalled generations to stop; give up on workers
+/// that ignore the request and start replacements.
+fn watch(shared: &Arc<Shared>, timeout: Duration) {
+    let now = shared.epoch.elapsed().as_millis() as u64;
+    let slots: Vec<_> = lock(&shared.slots).clone();
+    for slot in slots {
+        let current = lock(&slot.current).clone();
+        let Some((channel, control)) = current else {
+            continue;
+        };
+        if control.is_finished() {
+            continue;
+        }
+        let idle = now.saturating_sub(slot.progress_ms.load(Ordering::SeqCst));
+        if idle > timeout.as_millis() as u64 {
+            control.request_stop(StopReason::Stalled);
+        }
+        if idle > 2 * timeout.as_millis() as u64 {
+            tracing::warn!(slot = slot.id, channel = channel.0, "worker stalled; replacing it");
+            slot.abandoned.store(true, Ordering::SeqCst);
+            lock(&shared.slots).retain(|s| s.id != slot.id);
+            control.finish(GenEvent::Done {
+                reason: StopReason::Stalled,
+                usage: Usage::default(),
+            });
+            {
+                let mut q = lock(&shared.queue);
+                q.finish(channel);
+                q.forget_slot(slot.id);
+            }
+            if !slot.retired.load(Ordering::SeqCst) {
+                match shared.start_slots(&shared.model(), 1) {
+                    Ok(fresh) => lock(&shared.slots).extend(fresh),
+                    Err(e) => tracing::error!("could not replace a stalled worker: {e}"),
+                }
+            }
+            shared.cv.notify_all();
+        }
+    }
+}

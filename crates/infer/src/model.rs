@@ -1,0 +1,72 @@
+//! A loaded model and what is known about it.
+
+use std::path::{Path, PathBuf};
+
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use reverie_gguf::GgufFile;
+use serde::Serialize;
+
+use crate::backend;
+use crate::error::InferError;
+
+/// Architectures this llama.cpp build is known to run. Others may work, but
+/// a clear refusal beats a crash inside the loader.
+const KNOWN_ARCHS: &[&str] = &[
+    "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "mistral", "phi3", "qwen2moe",
+    "qwen3moe", "granite", "olmo2", "smollm3", "exaone", "deepseek2", "command-r", "starcoder2",
+];
+
+/// Facts about a loaded model, for health displays and records.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    pub name: String,
+    pub architecture: String,
+    pub file_size: u64,
+    pub n_params: u64,
+    pub n_vocab: i32,
+    pub n_ctx_train: u32,
+    pub has_chat_template: bool,
+}
+
+pub struct LoadedModel {
+    pub llama: LlamaModel,
+    pub info: ModelInfo,
+}
+
+impl LoadedModel {
+    /// Validates the file's header, then loads it with llama.cpp.
+    pub fn load(path: &Path, gpu_layers: u32) -> Result<LoadedModel, InferError> {
+        let header = GgufFile::open(path)?;
+        let arch = header.architecture().unwrap_or_default().to_string();
+        if !KNOWN_ARCHS.contains(&arch.as_str()) {
+            return Err(InferError::UnsupportedArch {
+                path: path.to_path_buf(),
+                arch,
+            });
+        }
+        let backend = backend::get()?;
+        let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
+        let llama = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
+            InferError::Load {
+                path: path.to_path_buf(),
+                reason: format!("{e} (the header is valid; the tensors may not match the architecture)"),
+            }
+        })?;
+        let info = ModelInfo {
+            path: path.to_path_buf(),
+            name: header
+                .name()
+                .map(str::to_string)
+                .unwrap_or_else(|| path.file_stem().unwrap_or_default().to_string_lossy().into()),
+            architecture: arch,
+            file_size: header.file_size,
+            n_params: llama.n_params(),
+            n_vocab: llama.n_vocab(),
+            n_ctx_train: llama.n_ctx_train(),
+            has_chat_template: llama.chat_template(None).is_ok(),
+        };
+        Ok(LoadedModel { llama, info })
+    }
+}

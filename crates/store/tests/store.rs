@@ -1,0 +1,147 @@
+use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
+use reverie_store::{BlobHash, NightStatus, Store, StoreError};
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Home::new(dir.path())).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn messages_keep_their_exact_tokens() {
+    let (_d, s) = open();
+    let ch = s.create_channel("work").unwrap();
+    let mut span = TokenSpan::default();
+    span.extend_role(&[1, 2], TokenRole::Context);
+    span.push(77, TokenRole::Action, Some(-0.5));
+    span.push(78, TokenRole::Action, Some(-3.25));
+    let id = s
+        .append_message(ch, MessageRole::Assistant, "hi", &span)
+        .unwrap();
+    let msgs = s.messages(ch).unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].id, id);
+    assert_eq!(msgs[0].tokens, span);
+    assert_eq!(msgs[0].role, MessageRole::Assistant);
+}
+
+#[test]
+fn channel_errors_say_what_to_do() {
+    let (_d, s) = open();
+    s.create_channel("a").unwrap();
+    let err = s.create_channel("a").unwrap_err();
+    assert!(matches!(err, StoreError::ChannelExists(_)));
+    assert!(err.to_string().contains("pick another name"));
+    let b = s.create_channel("b").unwrap();
+    assert!(matches!(
+        s.rename_channel(b, "a"),
+        Err(StoreError::ChannelExists(_))
+    ));
+    s.rename_channel(b, "c").unwrap();
+    assert_eq!(s.channel(b).unwrap().name, "c");
+    let bad = reverie_core::ChannelId(999);
+    assert!(matches!(
+        s.append_message(bad, MessageRole::User, "x", &TokenSpan::default()),
+        Err(StoreError::NoSuchChannelId(999))
+    ));
+}
+
+#[test]
+fn deleting_a_channel_removes_its_messages_and_tool_calls() {
+    let (_d, s) = open();
+    let ch = s.create_channel("tmp").unwrap();
+    let m = s
+        .append_message(ch, MessageRole::Assistant, "calling", &TokenSpan::default())
+        .unwrap();
+    s.record_tool_call(m, "c1", "read_file", r#"{"path":"a"}"#)
+        .unwrap();
+    s.finish_tool_call(m, "c1", true, "contents").unwrap();
+    let calls = s.tool_calls(m).unwrap();
+    assert_eq!(calls[0].ok, Some(true));
+    assert_eq!(calls[0].result.as_deref(), Some("contents"));
+    s.delete_channel(ch).unwrap();
+    assert_eq!(s.message_count().unwrap(), 0);
+    assert!(s.tool_calls(m).unwrap().is_empty());
+}
+
+#[test]
+fn inconsistent_spans_are_refused() {
+    let (_d, s) = open();
+    let ch = s.create_channel("x").unwrap();
+    let span = TokenSpan {
+        ids: vec![1, 2],
+        roles: vec![TokenRole::User],
+        logprobs: vec![None, None],
+    };
+    let err = s
+        .append_message(ch, MessageRole::User, "x", &span)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InconsistentSpan { .. }));
+    assert_eq!(s.message_count().unwrap(), 0);
+}
+
+#[test]
+fn blobs_are_content_addressed_and_read_only() {
+    let (_d, s) = open();
+    let h1 = s.put_blob("a.png", b"image bytes").unwrap();
+    let h2 = s.put_blob("copy.png", b"image bytes").unwrap();
+    assert_eq!(h1, h2);
+    assert_eq!(h1, BlobHash::of(b"image bytes"));
+    assert_eq!(s.blob(&h1).unwrap(), b"image bytes");
+    let meta = std::fs::metadata(s.blob_path(&h1)).unwrap();
+    assert!(meta.permissions().readonly());
+    let missing = BlobHash::of(b"never stored");
+    assert!(s.blob(&missing).is_err());
+}
+
+#[test]
+fn reopening_keeps_schema_and_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    {
+        let s = Store::open(&home).unwrap();
+        let ch = s.ensure_channel("keep").unwrap();
+        s.append_message(ch, MessageRole::User, "persist", &TokenSpan::default())
+            .unwrap();
+    }
+    let s = Store::open(&home).unwrap();
+    assert_eq!(s.schema_version().unwrap(), 1);
+    let ch = s.ensure_channel("keep").unwrap();
+    assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
+}
+
+#[test]
+fn a_newer_schema_is_refused_with_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    drop(Store::open(&home).unwrap());
+    let conn = rusqlite::Connection::open(home.database()).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = Store::open(&home).err().unwrap();
+    assert!(err.to_string().contains("upgrade Reverie"), "{err}");
+}
+
+#[test]
+fn checkpoints_track_one_active_and_roll_back() {
+    let (_d, s) = open();
+    let night = s.start_night().unwrap();
+    let base = s.add_checkpoint("/m/base.gguf", "aa", None, true).unwrap();
+    let next = s
+        .add_checkpoint("/m/night1.gguf", "bb", Some(night), true)
+        .unwrap();
+    let cps = s.checkpoints().unwrap();
+    assert_eq!(cps.iter().filter(|c| c.active).count(), 1);
+    assert_eq!(cps[1].parent, Some(base));
+    assert!(cps[1].active);
+    let back = s.activate_checkpoint(base).unwrap();
+    assert!(back.active);
+    assert!(!s.checkpoints().unwrap()[1].active);
+    assert!(s.activate_checkpoint(next + 10).is_err());
+    s.update_night(night, NightStatus::Done, "deploy", &serde_json::json!({"steps": 3}))
+        .unwrap();
+    let n = &s.nights().unwrap()[0];
+    assert_eq!(n.status, NightStatus::Done);
+    assert_eq!(n.report["steps"], 3);
+    assert!(n.finished_ms.is_some());
+}

@@ -319,6 +319,27 @@ impl Engine {
         prompt::extend(&model.llama, transcript, messages, true)
     }
 
+    /// Rebuilds a transcript from stored messages and the exact tokens they
+    /// were fed or produced with (concatenated in order).
+    pub fn restore_transcript(&self, messages: Vec<ChatMessage>, tokens: TokenSpan) -> Transcript {
+        let model = self.shared.model();
+        let vocab = model.llama.vocab();
+        // The template text never contains the BOS token's text.
+        let skip = usize::from(vocab.should_add_bos() && tokens.ids.first() == Some(&vocab.bos().0));
+        let rendered = self.detokenize(&tokens.ids[skip..], true);
+        Transcript::restore(messages, tokens, rendered)
+    }
+
+    /// Appends messages without asking for a reply (e.g. a system prompt).
+    pub fn append_messages(
+        &self,
+        transcript: &mut Transcript,
+        messages: &[ChatMessage],
+    ) -> Result<TokenSpan, InferError> {
+        let model = self.shared.model();
+        prompt::extend(&model.llama, transcript, messages, false)
+    }
+
     /// Appends a finished reply (its exact tokens) to a transcript.
     pub fn record_reply(&self, transcript: &mut Transcript, reply: &Completion) -> TokenSpan {
         let span = reply.span();

@@ -124,7 +124,7 @@ pub fn extend(
             // The template rewrote earlier text (e.g. trimmed a reply); the
             // tokens already fed stay as they are and only the new messages
             // are rendered.
-            tracing::warn!("chat template re-rendered history differently; appending new messages only");
+            tracing::info!("chat template re-rendered history differently; appending new messages only");
             let delta = render(model, &tmpl, new, add_generation_prompt)?;
             (delta.clone(), format!("{}{}", t.rendered, delta))
         }

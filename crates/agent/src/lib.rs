@@ -1,0 +1,33 @@
+//! The chat loop of one channel: a user message in, a streamed reply out,
+//! and every token of both recorded in the store with its role.
+//!
+//! A [`ChannelSession`] restores a channel's token-exact transcript from the
+//! store, renders new messages through the model's chat template, streams the
+//! reply as [`ChatEvent`]s and appends each message with its tokens (user
+//! text as `user`, scaffolding as `context`, sampled tokens as `action` with
+//! their log-probs). A cancelled or failed turn still records what was
+//! generated: the trajectory is the product.
+//!
+//! This crate decides what a turn is; it must never render anything for a
+//! person (that is the CLI's and the desktop app's job) or talk SQL.
+//!
+//! ```no_run
+//! use reverie_agent::{CancelFlag, ChannelSession};
+//! # fn demo(engine: &reverie_infer::Engine, store: &reverie_store::Store) {
+//! let mut session = ChannelSession::open(engine, store, "general", "Be brief.").unwrap();
+//! let params = reverie_core::SamplingParams::default();
+//! session
+//!     .send("Hello!", &params, &CancelFlag::default(), &mut |ev| println!("{ev:?}"))
+//!     .unwrap();
+//! # }
+//! ```
+
+mod cancel;
+mod session;
+
+pub use cancel::CancelFlag;
+pub use reverie_core::ChatEvent;
+pub use session::{AgentError, ChannelSession, TurnOutcome};
+
+/// The default system prompt shipped with Reverie.
+pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("../../../assets/prompts/system.md");

@@ -1,0 +1,153 @@
+//! `reverie chat`.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use reverie_agent::{CancelFlag, ChannelSession, ChatEvent, DEFAULT_SYSTEM_PROMPT};
+use reverie_core::{Home, SamplingParams};
+use reverie_infer::{Engine, EngineConfig};
+use reverie_store::Store;
+
+use crate::output;
+
+/// How to load the model; shared by every command that runs one.
+#[derive(Args, Clone)]
+pub struct EngineArgs {
+    /// A GGUF file to use instead of the active model.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Context window in tokens.
+    #[arg(long, default_value_t = 8192)]
+    pub ctx: u32,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Layers to offload to the GPU (CUDA builds).
+    #[arg(long, default_value_t = 0)]
+    pub gpu_layers: u32,
+}
+
+impl EngineArgs {
+    pub fn load(&self, home: &Home, slots: usize) -> anyhow::Result<Engine> {
+        let path = reverie_models::active::resolve(home, self.model.as_deref())?;
+        let mut config = EngineConfig {
+            slots,
+            n_ctx: self.ctx,
+            gpu_layers: self.gpu_layers,
+            ..EngineConfig::default()
+        };
+        if let Some(t) = self.threads {
+            config.threads = t.max(1);
+        }
+        Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))
+    }
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// Channel to talk in (created if new).
+    #[arg(long, default_value = "general")]
+    channel: String,
+    /// Send one message, print the reply and exit.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// With --prompt: print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f32,
+    #[arg(long, default_value_t = 0.9)]
+    top_p: f32,
+    #[arg(long, default_value_t = 40)]
+    top_k: i32,
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u32,
+    #[arg(long, default_value_t = 1024)]
+    max_tokens: usize,
+}
+
+pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(home)?;
+    let engine = args.engine.load(home, 1)?;
+    let params = SamplingParams {
+        temperature: args.temperature,
+        top_p: args.top_p,
+        top_k: args.top_k,
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+    };
+    let mut session = ChannelSession::open(&engine, &store, &args.channel, DEFAULT_SYSTEM_PROMPT)?;
+    let cancel = CancelFlag::default();
+    {
+        let cancel = cancel.clone();
+        ctrlc::set_handler(move || cancel.cancel()).context("installing the Ctrl-C handler")?;
+    }
+    if let Some(prompt) = args.prompt {
+        let quiet = args.json;
+        let outcome = session.send(&prompt, &params, &cancel, &mut |ev| print_event(&ev, quiet))?;
+        if args.json {
+            output::json(&serde_json::json!({
+                "channel": args.channel,
+                "reply": outcome.reply,
+                "reason": outcome.reason,
+                "reply_tokens": outcome.reply_tokens,
+                "user_message": outcome.user_message.0,
+                "reply_message": outcome.reply_message.0,
+                "usage": outcome.usage,
+            }))?;
+        } else {
+            println!();
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let info = engine.info();
+    eprintln!(
+        "Reverie · {} · channel {:?} · Enter sends, Ctrl-C stops a reply, Ctrl-D quits",
+        info.name, args.channel
+    );
+    let stdin = std::io::stdin();
+    loop {
+        eprint!("\nyou> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            eprintln!();
+            break;
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/quit" {
+            break;
+        }
+        cancel.reset();
+        match session.send(text, &params, &cancel, &mut |ev| print_event(&ev, false)) {
+            Ok(_) => println!(),
+            Err(e) => eprintln!("\nerror: {e}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_event(ev: &ChatEvent, quiet: bool) {
+    match ev {
+        ChatEvent::Token { piece, .. } if !quiet => {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+        ChatEvent::TurnEnd { reason, .. } if !quiet => match reason {
+            reverie_core::StopReason::Cancelled => eprint!(" [stopped]"),
+            reverie_core::StopReason::MaxTokens => eprint!(" [max tokens reached]"),
+            reverie_core::StopReason::Stalled => eprint!(" [generation stalled and was ended]"),
+            reverie_core::StopReason::ContextFull => eprint!(" [context full: start a new channel]"),
+            reverie_core::StopReason::EndOfTurn => {}
+        },
+        ChatEvent::Error { message, .. } => eprintln!("\nerror: {message}"),
+        _ => {}
+    }
+}

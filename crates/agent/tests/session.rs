@@ -9,7 +9,16 @@ fn engine(dir: &std::path::Path) -> Engine {
     if !p.exists() {
         synth::write(&p, &SynthConfig::tiny(Arch::Qwen2)).unwrap();
     }
-    Engine::load(&p, EngineConfig { slots: 1, n_ctx: 2048, threads: 1, ..EngineConfig::default() }).unwrap()
+    Engine::load(
+        &p,
+        EngineConfig {
+            slots: 1,
+            n_ctx: 2048,
+            threads: 1,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 fn params() -> SamplingParams {
@@ -23,10 +32,21 @@ fn a_turn_records_every_token_with_its_role() {
     let engine = engine(dir.path());
     let mut s = ChannelSession::open(&engine, &store, "general", "Be brief.").unwrap();
     let mut events = Vec::new();
-    let out = s.send("hello", &params(), &CancelFlag::default(), &mut |e| events.push(e)).unwrap();
+    let out = s
+        .send("hello", &params(), &CancelFlag::default(), &mut |e| {
+            events.push(e)
+        })
+        .unwrap();
     let msgs = store.messages(s.channel()).unwrap();
     let roles: Vec<_> = msgs.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [MessageRole::System, MessageRole::User, MessageRole::Assistant]);
+    assert_eq!(
+        roles,
+        [
+            MessageRole::System,
+            MessageRole::User,
+            MessageRole::Assistant
+        ]
+    );
     let streamed: Vec<i32> = events
         .iter()
         .filter_map(|e| match e {
@@ -38,8 +58,12 @@ fn a_turn_records_every_token_with_its_role() {
     assert!(msgs[2].tokens.roles.iter().all(|r| *r == TokenRole::Action));
     assert!(msgs[2].tokens.logprobs.iter().all(|l| l.is_some()));
     assert!(msgs[1].tokens.count(TokenRole::User) > 0);
-    assert!(matches!(events.last(), Some(ChatEvent::TurnEnd { reason, .. }) if *reason == out.reason));
-    assert!(s.send("   ", &params(), &CancelFlag::default(), &mut |_| {}).is_err());
+    assert!(
+        matches!(events.last(), Some(ChatEvent::TurnEnd { reason, .. }) if *reason == out.reason)
+    );
+    assert!(s
+        .send("   ", &params(), &CancelFlag::default(), &mut |_| {})
+        .is_err());
 }
 
 #[test]
@@ -50,17 +74,25 @@ fn reopening_a_channel_continues_exactly() {
         let store = Store::open(&Home::new(dir.path().join(home))).unwrap();
         {
             let mut s = ChannelSession::open(&engine, &store, "c", "").unwrap();
-            s.send("one", &params(), &CancelFlag::default(), &mut |_| {}).unwrap();
+            s.send("one", &params(), &CancelFlag::default(), &mut |_| {})
+                .unwrap();
             if !split {
-                s.send("two", &params(), &CancelFlag::default(), &mut |_| {}).unwrap();
+                s.send("two", &params(), &CancelFlag::default(), &mut |_| {})
+                    .unwrap();
             }
         }
         if split {
             let mut s = ChannelSession::open(&engine, &store, "c", "").unwrap();
-            s.send("two", &params(), &CancelFlag::default(), &mut |_| {}).unwrap();
+            s.send("two", &params(), &CancelFlag::default(), &mut |_| {})
+                .unwrap();
         }
         let ch = store.channel_by_name("c").unwrap().unwrap().id;
-        store.messages(ch).unwrap().into_iter().map(|m| m.tokens).collect::<Vec<_>>()
+        store
+            .messages(ch)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.tokens)
+            .collect::<Vec<_>>()
     };
     let (a, b) = (run("a", false), run("b", true));
     assert_eq!(a.len(), b.len());
@@ -84,7 +116,10 @@ fn a_cancelled_turn_keeps_what_was_generated() {
     let cancel = CancelFlag::default();
     let c2 = cancel.clone();
     let mut n = 0;
-    let long = SamplingParams { max_tokens: 500, ..SamplingParams::greedy(500) };
+    let long = SamplingParams {
+        max_tokens: 500,
+        ..SamplingParams::greedy(500)
+    };
     let out = s
         .send("talk", &long, &cancel, &mut |e| {
             if matches!(e, ChatEvent::Token { .. }) {

@@ -47,7 +47,15 @@ struct Speeds {
 }
 
 pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    let BenchCommand::Decode { engine, prompt_tokens, gen_tokens, reps, reference, llama_src, json } = cmd;
+    let BenchCommand::Decode {
+        engine,
+        prompt_tokens,
+        gen_tokens,
+        reps,
+        reference,
+        llama_src,
+        json,
+    } = cmd;
     let model = reverie_models::active::resolve(home, engine.model.as_deref())?;
     let threads = engine
         .threads
@@ -58,7 +66,10 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         None => build_llama_bench(home, llama_src.as_deref(), json)?,
     };
     if !json {
-        eprintln!("model {} · {threads} threads · pp{prompt_tokens} tg{gen_tokens} · {reps} reps", model.display());
+        eprintln!(
+            "model {} · {threads} threads · pp{prompt_tokens} tg{gen_tokens} · {reps} reps",
+            model.display()
+        );
     }
     let ours = measure_ours(&model, threads, prompt_tokens, gen_tokens, reps)?;
     let theirs = measure_reference(&reference, &model, threads, prompt_tokens, gen_tokens, reps)?;
@@ -82,7 +93,13 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn measure_ours(model: &Path, threads: usize, pp: usize, tg: usize, reps: usize) -> anyhow::Result<Speeds> {
+fn measure_ours(
+    model: &Path,
+    threads: usize,
+    pp: usize,
+    tg: usize,
+    reps: usize,
+) -> anyhow::Result<Speeds> {
     let cfg = EngineConfig {
         slots: 1,
         n_ctx: (pp.max(1) + tg + 16) as u32,
@@ -99,7 +116,11 @@ fn measure_ours(model: &Path, threads: usize, pp: usize, tg: usize, reps: usize)
             .collect()
     };
     let run = |rep: usize, len: usize, gen: usize| -> anyhow::Result<reverie_infer::Usage> {
-        let mut req = GenerateRequest::new(ChannelId(rep as i64), prompt(rep, len), SamplingParams::greedy(gen));
+        let mut req = GenerateRequest::new(
+            ChannelId(rep as i64),
+            prompt(rep, len),
+            SamplingParams::greedy(gen),
+        );
         req.ignore_eog = true;
         Ok(engine.generate(req)?.complete()?.usage)
     };
@@ -108,26 +129,59 @@ fn measure_ours(model: &Path, threads: usize, pp: usize, tg: usize, reps: usize)
     for rep in 0..reps {
         let started = Instant::now();
         let u = run(1 + rep, pp, 0)?;
-        let ms = if u.prefill_ms > 0.0 { u.prefill_ms } else { started.elapsed().as_secs_f64() * 1e3 };
+        let ms = if u.prefill_ms > 0.0 {
+            u.prefill_ms
+        } else {
+            started.elapsed().as_secs_f64() * 1e3
+        };
         pp_tps.push(pp as f64 / (ms / 1e3));
         let u = run(1000 + rep, 1, tg)?;
         tg_tps.push(u.generated_tokens as f64 / (u.decode_ms / 1e3));
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    Ok(Speeds { prompt_tokens_per_s: mean(&pp_tps), decode_tokens_per_s: mean(&tg_tps) })
+    Ok(Speeds {
+        prompt_tokens_per_s: mean(&pp_tps),
+        decode_tokens_per_s: mean(&tg_tps),
+    })
 }
 
-fn measure_reference(bin: &Path, model: &Path, threads: usize, pp: usize, tg: usize, reps: usize) -> anyhow::Result<Speeds> {
+fn measure_reference(
+    bin: &Path,
+    model: &Path,
+    threads: usize,
+    pp: usize,
+    tg: usize,
+    reps: usize,
+) -> anyhow::Result<Speeds> {
     let out = Command::new(bin)
-        .arg("-m").arg(model)
-        .args(["-p", &pp.to_string(), "-n", &tg.to_string(), "-t", &threads.to_string()])
-        .args(["-r", &reps.to_string(), "-b", &pp.clamp(32, 2048).to_string(), "-o", "json"])
+        .arg("-m")
+        .arg(model)
+        .args([
+            "-p",
+            &pp.to_string(),
+            "-n",
+            &tg.to_string(),
+            "-t",
+            &threads.to_string(),
+        ])
+        .args([
+            "-r",
+            &reps.to_string(),
+            "-b",
+            &pp.clamp(32, 2048).to_string(),
+            "-o",
+            "json",
+        ])
         .output()
         .with_context(|| format!("running {}", bin.display()))?;
     if !out.status.success() {
-        bail!("llama-bench failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "llama-bench failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).context("parsing llama-bench JSON")?;
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).context("parsing llama-bench JSON")?;
     let mut s = Speeds::default();
     for r in rows {
         let ts = r["avg_ts"].as_f64().unwrap_or(0.0);
@@ -146,10 +200,16 @@ fn vendored_source() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| dirs::home_dir().map(|h| h.join(".cargo")))?;
     let registry = cargo_home.join("registry").join("src");
-    std::fs::read_dir(registry).ok()?.filter_map(|e| e.ok()).find_map(|e| {
-        let p = e.path().join(format!("llama-cpp-sys-2-{LLAMA_SYS_VERSION}")).join("llama.cpp");
-        p.join("CMakeLists.txt").exists().then_some(p)
-    })
+    std::fs::read_dir(registry)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find_map(|e| {
+            let p = e
+                .path()
+                .join(format!("llama-cpp-sys-2-{LLAMA_SYS_VERSION}"))
+                .join("llama.cpp");
+            p.join("CMakeLists.txt").exists().then_some(p)
+        })
 }
 
 fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Result<PathBuf> {
@@ -159,24 +219,47 @@ fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Re
             format!("cannot find the vendored llama.cpp (llama-cpp-sys-2 {LLAMA_SYS_VERSION}) under $CARGO_HOME/registry/src; pass --llama-src or --reference")
         })?,
     };
-    let build = home.root().join("bench").join(format!("llama-bench-{LLAMA_SYS_VERSION}"));
+    let build = home
+        .root()
+        .join("bench")
+        .join(format!("llama-bench-{LLAMA_SYS_VERSION}"));
     let bin = build.join("bin").join("llama-bench");
     if bin.exists() {
         return Ok(bin);
     }
     if !quiet {
-        eprintln!("building llama-bench from {} (a few minutes, once)", src.display());
+        eprintln!(
+            "building llama-bench from {} (a few minutes, once)",
+            src.display()
+        );
     }
-    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
+    let jobs = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .to_string();
     // The same instruction set and build type as the library Reverie links.
     let status = Command::new("cmake")
-        .arg("-S").arg(&src).arg("-B").arg(&build)
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(&build)
         .args([
-            "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON",
-            "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_SSE42=ON", "-DGGML_OPENMP=ON",
-            "-DCMAKE_C_FLAGS=-march=x86-64-v3", "-DCMAKE_CXX_FLAGS=-march=x86-64-v3",
-            "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-            "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DBUILD_SHARED_LIBS=OFF",
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_AVX=ON",
+            "-DGGML_AVX2=ON",
+            "-DGGML_FMA=ON",
+            "-DGGML_F16C=ON",
+            "-DGGML_BMI2=ON",
+            "-DGGML_SSE42=ON",
+            "-DGGML_OPENMP=ON",
+            "-DCMAKE_C_FLAGS=-march=x86-64-v3",
+            "-DCMAKE_CXX_FLAGS=-march=x86-64-v3",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=OFF",
+            "-DLLAMA_BUILD_TOOLS=ON",
+            "-DBUILD_SHARED_LIBS=OFF",
         ])
         .stdout(std::process::Stdio::null())
         .status()
@@ -185,7 +268,8 @@ fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Re
         bail!("cmake configure of llama-bench failed");
     }
     let status = Command::new("cmake")
-        .arg("--build").arg(&build)
+        .arg("--build")
+        .arg(&build)
         .args(["--target", "llama-bench", "-j", &jobs])
         .stdout(std::process::Stdio::null())
         .status()?;

@@ -39,7 +39,12 @@ pub fn run(home: &Home, cmd: ChannelCommand) -> anyhow::Result<ExitCode> {
                 output::json(&serde_json::json!({ "channels": rows }))?;
             } else {
                 for r in &rows {
-                    println!("{:>4}  {:<24} {} messages", r["id"], r["name"].as_str().unwrap_or(""), r["messages"]);
+                    println!(
+                        "{:>4}  {:<24} {} messages",
+                        r["id"],
+                        r["name"].as_str().unwrap_or(""),
+                        r["messages"]
+                    );
                 }
             }
         }

@@ -144,7 +144,9 @@ fn print_event(ev: &ChatEvent, quiet: bool) {
             reverie_core::StopReason::Cancelled => eprint!(" [stopped]"),
             reverie_core::StopReason::MaxTokens => eprint!(" [max tokens reached]"),
             reverie_core::StopReason::Stalled => eprint!(" [generation stalled and was ended]"),
-            reverie_core::StopReason::ContextFull => eprint!(" [context full: start a new channel]"),
+            reverie_core::StopReason::ContextFull => {
+                eprint!(" [context full: start a new channel]")
+            }
             reverie_core::StopReason::EndOfTurn => {}
         },
         ChatEvent::Error { message, .. } => eprintln!("\nerror: {message}"),

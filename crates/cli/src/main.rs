@@ -21,7 +21,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "reverie", version, about = "A local agent that learns from its day while you sleep")]
+#[command(
+    name = "reverie",
+    version,
+    about = "A local agent that learns from its day while you sleep"
+)]
 struct Cli {
     /// Data folder (database, blobs, models, checkpoints).
     #[arg(long, env = "REVERIE_HOME", global = true)]
@@ -61,8 +65,9 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REVERIE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},llama-cpp-2=error"))),
+            tracing_subscriber::EnvFilter::try_from_env("REVERIE_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(format!("{level},llama-cpp-2=error"))
+            }),
         )
         .with_writer(std::io::stderr)
         .init();

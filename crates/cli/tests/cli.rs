@@ -14,15 +14,33 @@ fn reverie(home: &Path, args: &[&str]) -> Output {
 }
 
 fn ok_json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout.trim().lines().count(), 1, "one JSON object expected: {stdout}");
+    assert_eq!(
+        stdout.trim().lines().count(),
+        1,
+        "one JSON object expected: {stdout}"
+    );
     serde_json::from_str(stdout.trim()).unwrap()
 }
 
 fn synth(home: &Path, arch: &str) -> PathBuf {
     let path = home.join(format!("{arch}.gguf"));
-    let out = reverie(home, &["model", "synth", "--arch", arch, "--out", path.to_str().unwrap()]);
+    let out = reverie(
+        home,
+        &[
+            "model",
+            "synth",
+            "--arch",
+            arch,
+            "--out",
+            path.to_str().unwrap(),
+        ],
+    );
     assert!(out.status.success());
     path
 }
@@ -33,13 +51,43 @@ fn chat_one_shot_records_and_exports_exact_tokens() {
     let home = dir.path();
     let model = synth(home, "llama");
     let m = model.to_str().unwrap();
-    let reply = ok_json(&reverie(home, &["chat", "--model", m, "--channel", "work", "--prompt", "hello", "--max-tokens", "8", "--json", "--temperature", "0"]));
+    let reply = ok_json(&reverie(
+        home,
+        &[
+            "chat",
+            "--model",
+            m,
+            "--channel",
+            "work",
+            "--prompt",
+            "hello",
+            "--max-tokens",
+            "8",
+            "--json",
+            "--temperature",
+            "0",
+        ],
+    ));
     assert_eq!(reply["channel"], "work");
     let n = reply["reply_tokens"].as_u64().unwrap();
     assert!(n > 0 && n <= 8);
 
     // a second turn continues the same channel
-    ok_json(&reverie(home, &["chat", "--model", m, "--channel", "work", "--prompt", "more", "--max-tokens", "4", "--json"]));
+    ok_json(&reverie(
+        home,
+        &[
+            "chat",
+            "--model",
+            m,
+            "--channel",
+            "work",
+            "--prompt",
+            "more",
+            "--max-tokens",
+            "4",
+            "--json",
+        ],
+    ));
 
     let out = reverie(home, &["export", "--format", "jsonl"]);
     assert!(out.status.success());
@@ -50,9 +98,21 @@ fn chat_one_shot_records_and_exports_exact_tokens() {
     assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
     let first_reply = &msgs[2]["tokens"];
     assert_eq!(first_reply["ids"].as_array().unwrap().len() as u64, n);
-    assert!(first_reply["roles"].as_array().unwrap().iter().all(|r| r == "action"));
-    assert!(first_reply["logprobs"].as_array().unwrap().iter().all(|l| l.is_f64()));
-    assert!(msgs[1]["tokens"]["roles"].as_array().unwrap().iter().any(|r| r == "user"));
+    assert!(first_reply["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r == "action"));
+    assert!(first_reply["logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l.is_f64()));
+    assert!(msgs[1]["tokens"]["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "user"));
 
     let list = ok_json(&reverie(home, &["channel", "list", "--json"]));
     assert_eq!(list["channels"][0]["messages"], 5);
@@ -63,7 +123,21 @@ fn every_architecture_chats() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let model = synth(dir.path(), arch);
-        let r = ok_json(&reverie(dir.path(), &["chat", "--model", model.to_str().unwrap(), "--channel", arch, "--prompt", "hi", "--max-tokens", "3", "--json"]));
+        let r = ok_json(&reverie(
+            dir.path(),
+            &[
+                "chat",
+                "--model",
+                model.to_str().unwrap(),
+                "--channel",
+                arch,
+                "--prompt",
+                "hi",
+                "--max-tokens",
+                "3",
+                "--json",
+            ],
+        ));
         assert!(r["reply_tokens"].as_u64().unwrap() > 0, "{arch}");
     }
 }
@@ -76,12 +150,23 @@ fn doctor_reports_what_to_fix() {
     assert!(!out.status.success(), "no model installed must fail");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
-    let model = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "model").unwrap();
+    let model = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "model")
+        .unwrap();
     assert_eq!(model["ok"], false);
-    assert!(model["fix"].as_str().unwrap().contains("reverie model fetch"));
+    assert!(model["fix"]
+        .as_str()
+        .unwrap()
+        .contains("reverie model fetch"));
 
     let good = synth(home, "qwen3");
-    let v = ok_json(&reverie(home, &["doctor", "--json", "--model", good.to_str().unwrap()]));
+    let v = ok_json(&reverie(
+        home,
+        &["doctor", "--json", "--model", good.to_str().unwrap()],
+    ));
     assert_eq!(v["ok"], true, "{v}");
 }
 
@@ -91,16 +176,25 @@ fn bad_model_files_get_clear_errors() {
     let home = dir.path();
     let bad = home.join("broken.gguf");
     std::fs::write(&bad, b"GGUF\x03\x00\x00\x00").unwrap();
-    let out = reverie(home, &["chat", "--model", bad.to_str().unwrap(), "--prompt", "x"]);
+    let out = reverie(
+        home,
+        &["chat", "--model", bad.to_str().unwrap(), "--prompt", "x"],
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("broken.gguf") && err.contains("truncated"), "{err}");
+    assert!(
+        err.contains("broken.gguf") && err.contains("truncated"),
+        "{err}"
+    );
 
     let out = reverie(home, &["model", "use", bad.to_str().unwrap()]);
     assert!(!out.status.success());
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
-    let out = reverie(home, &["model", "synth", "--arch", "mamba", "--out", "/tmp/x.gguf"]);
+    let out = reverie(
+        home,
+        &["model", "synth", "--arch", "mamba", "--out", "/tmp/x.gguf"],
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("qwen2"));
 }
 
@@ -109,10 +203,18 @@ fn model_use_makes_a_file_the_default() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     let model = synth(home, "gemma3");
-    assert!(reverie(home, &["model", "use", model.to_str().unwrap()]).status.success());
+    assert!(reverie(home, &["model", "use", model.to_str().unwrap()])
+        .status
+        .success());
     let list = ok_json(&reverie(home, &["model", "list", "--json"]));
-    assert_eq!(list["active"], model.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(
+        list["active"],
+        model.canonicalize().unwrap().to_str().unwrap()
+    );
     // chat now needs no --model
-    let r = ok_json(&reverie(home, &["chat", "--prompt", "hi", "--max-tokens", "2", "--json"]));
+    let r = ok_json(&reverie(
+        home,
+        &["chat", "--prompt", "hi", "--max-tokens", "2", "--json"],
+    ));
     assert!(r["reply_tokens"].as_u64().unwrap() > 0);
 }

@@ -65,10 +65,12 @@ impl<R: Read> Cursor<R> {
             });
         }
         let mut buf = vec![0u8; n as usize];
-        self.inner.read_exact(&mut buf).map_err(|source| GgufError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|source| GgufError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
         self.pos += n;
         Ok(buf)
     }
@@ -206,13 +208,12 @@ impl GgufFile {
                 .map(|_| c.u64(&name))
                 .collect::<Result<Vec<_>, _>>()?;
             let type_id = c.u32(&name)?;
-            let dtype = GgmlType::from_u32(type_id).ok_or_else(|| {
-                GgufError::UnsupportedTensorType {
+            let dtype =
+                GgmlType::from_u32(type_id).ok_or_else(|| GgufError::UnsupportedTensorType {
                     path: path.clone(),
                     tensor: name.clone(),
                     type_id,
-                }
-            })?;
+                })?;
             let offset = c.u64(&name)?;
             tensors.push(TensorInfo {
                 name,
@@ -347,6 +348,9 @@ mod tests {
         bytes.extend(0u64.to_le_bytes());
         std::fs::write(&p, bytes).unwrap();
         let err = GgufFile::open(&p).unwrap_err().to_string();
-        assert!(err.contains("corrupt") && err.contains("tensor count"), "{err}");
+        assert!(
+            err.contains("corrupt") && err.contains("tensor count"),
+            "{err}"
+        );
     }
 }

@@ -39,7 +39,9 @@ impl std::str::FromStr for Arch {
         Arch::ALL
             .into_iter()
             .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown architecture {s:?}; choose llama, qwen2, qwen3 or gemma3"))
+            .ok_or_else(|| {
+                format!("unknown architecture {s:?}; choose llama, qwen2, qwen3 or gemma3")
+            })
     }
 }
 
@@ -84,11 +86,11 @@ const WORDS: &[&str] = &[
     "the", "and", "you", "that", "was", "for", "are", "with", "his", "they", "this", "have",
     "from", "one", "had", "word", "but", "not", "what", "all", "were", "when", "can", "said",
     "there", "use", "each", "which", "she", "how", "their", "will", "other", "about", "out",
-    "many", "then", "them", "these", "some", "her", "would", "make", "like", "him", "into",
-    "time", "has", "look", "two", "more", "write", "see", "number", "way", "could", "people",
-    "than", "first", "water", "been", "call", "who", "its", "now", "find", "long", "down",
-    "day", "did", "get", "come", "made", "may", "part", "hello", "file", "code", "true",
-    "false", "null", "answer", "name", "user", "tool",
+    "many", "then", "them", "these", "some", "her", "would", "make", "like", "him", "into", "time",
+    "has", "look", "two", "more", "write", "see", "number", "way", "could", "people", "than",
+    "first", "water", "been", "call", "who", "its", "now", "find", "long", "down", "day", "did",
+    "get", "come", "made", "may", "part", "hello", "file", "code", "true", "false", "null",
+    "answer", "name", "user", "tool",
 ];
 
 /// Token texts, scores and ggml token types (1 normal, 2 unknown, 3 control,
@@ -155,11 +157,19 @@ fn tensor_plan(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Vec<u64>, Init)> {
     let q = c.n_head * c.head_dim;
     let kv = c.n_head_kv * c.head_dim;
     let mut plan = vec![
-        ("token_embd.weight".to_string(), vec![c.n_embd, n_vocab], Init::Random),
+        (
+            "token_embd.weight".to_string(),
+            vec![c.n_embd, n_vocab],
+            Init::Random,
+        ),
         ("output_norm.weight".to_string(), vec![c.n_embd], Init::Ones),
     ];
     if c.arch != Arch::Gemma3 {
-        plan.push(("output.weight".into(), vec![c.n_embd, n_vocab], Init::Random));
+        plan.push((
+            "output.weight".into(),
+            vec![c.n_embd, n_vocab],
+            Init::Random,
+        ));
     }
     for i in 0..c.n_layer {
         let b = |s: &str| format!("blk.{i}.{s}");
@@ -197,7 +207,10 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
     let k = |s: &str| format!("{a}.{s}");
     let mut m = vec![
         ("general.architecture".to_string(), Value::String(a.into())),
-        ("general.name".into(), Value::String(format!("reverie-synth-{a}"))),
+        (
+            "general.name".into(),
+            Value::String(format!("reverie-synth-{a}")),
+        ),
         ("general.file_type".into(), Value::U32(0)),
         (k("context_length"), Value::U32(c.n_ctx as u32)),
         (k("embedding_length"), Value::U32(c.n_embd as u32)),
@@ -216,7 +229,10 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
         m.push((k("attention.sliding_window"), Value::U32(8)));
     }
     m.extend([
-        ("tokenizer.ggml.model".to_string(), Value::String("llama".into())),
+        (
+            "tokenizer.ggml.model".to_string(),
+            Value::String("llama".into()),
+        ),
         ("tokenizer.ggml.tokens".into(), Value::strings(tokens)),
         (
             "tokenizer.ggml.scores".into(),
@@ -231,7 +247,10 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
         ("tokenizer.ggml.unknown_token_id".into(), Value::U32(0)),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
         ("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)),
-        ("tokenizer.chat_template".into(), Value::String(CHATML_TEMPLATE.into())),
+        (
+            "tokenizer.chat_template".into(),
+            Value::String(CHATML_TEMPLATE.into()),
+        ),
     ]);
     m
 }

@@ -209,11 +209,9 @@ impl TensorInfo {
     pub fn byte_len(&self) -> Option<u64> {
         let (per_block, bytes) = self.dtype.block();
         let row = *self.dims.first().unwrap_or(&1);
-        if row % per_block != 0 {
+        if !row.is_multiple_of(per_block) {
             return None;
         }
-        self.elements()
-            .checked_div(per_block)?
-            .checked_mul(bytes)
+        self.elements().checked_div(per_block)?.checked_mul(bytes)
     }
 }

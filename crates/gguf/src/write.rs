@@ -212,7 +212,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("a.gguf");
         let meta = vec![
-            ("general.architecture".to_string(), Value::String("x".into())),
+            (
+                "general.architecture".to_string(),
+                Value::String("x".into()),
+            ),
             ("list".to_string(), Value::strings(["a", "b"])),
         ];
         let tensors = vec![

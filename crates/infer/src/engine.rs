@@ -69,8 +69,15 @@ pub struct Usage {
 /// What a generation streams.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GenEvent {
-    Token { id: i32, piece: String, logprob: f32 },
-    Done { reason: StopReason, usage: Usage },
+    Token {
+        id: i32,
+        piece: String,
+        logprob: f32,
+    },
+    Done {
+        reason: StopReason,
+        usage: Usage,
+    },
     Failed(String),
 }
 
@@ -170,7 +177,9 @@ impl Generation {
                 GenEvent::Failed(msg) => return Err(InferError::Generation(msg)),
             }
         }
-        Err(InferError::Generation("the worker stopped without an answer".into()))
+        Err(InferError::Generation(
+            "the worker stopped without an answer".into(),
+        ))
     }
 
     pub fn complete(self) -> Result<Completion, InferError> {
@@ -308,6 +317,28 @@ impl Engine {
         String::from_utf8_lossy(&vocab.detokenize(&toks, false, special)).into_owned()
     }
 
+    /// llama.cpp's log-probability of each `tokens[i]` given `tokens[..i]`,
+    /// for `i` in `1..len` (teacher forcing, in a context of its own).
+    pub fn score(&self, tokens: &[i32]) -> Result<Vec<f32>, InferError> {
+        let mut out = Vec::with_capacity(tokens.len().saturating_sub(1));
+        self.visit_logits(tokens, &mut |i, logits| {
+            if let Some(&next) = tokens.get(i + 1) {
+                out.push(crate::score::log_prob(logits, next));
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `visit(i, logits)` with the logits after `tokens[..=i]`.
+    pub fn visit_logits(
+        &self,
+        tokens: &[i32],
+        visit: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<(), InferError> {
+        let model = self.shared.model();
+        crate::score::logits_at_every_position(&model, tokens, self.shared.config.threads, visit)
+    }
+
     /// Appends messages to a transcript through the chat template, ending
     /// with the assistant prompt; returns the tokens added.
     pub fn extend_transcript(
@@ -325,7 +356,8 @@ impl Engine {
         let model = self.shared.model();
         let vocab = model.llama.vocab();
         // The template text never contains the BOS token's text.
-        let skip = usize::from(vocab.should_add_bos() && tokens.ids.first() == Some(&vocab.bos().0));
+        let skip =
+            usize::from(vocab.should_add_bos() && tokens.ids.first() == Some(&vocab.bos().0));
         let rendered = self.detokenize(&tokens.ids[skip..], true);
         Transcript::restore(messages, tokens, rendered)
     }
@@ -364,7 +396,9 @@ impl Engine {
             });
         }
         let constraint = match req.constraint {
-            Some(Constraint::JsonSchema(s)) => Some(Constraint::Gbnf(crate::json_schema_to_gbnf(&s)?)),
+            Some(Constraint::JsonSchema(s)) => {
+                Some(Constraint::Gbnf(crate::json_schema_to_gbnf(&s)?))
+            }
             other => other,
         };
         let (tx, rx) = mpsc::channel();
@@ -489,7 +523,11 @@ fn watch(shared: &Arc<Shared>, timeout: Duration) {
             control.request_stop(StopReason::Stalled);
         }
         if idle > 2 * timeout.as_millis() as u64 {
-            tracing::warn!(slot = slot.id, channel = channel.0, "worker stalled; replacing it");
+            tracing::warn!(
+                slot = slot.id,
+                channel = channel.0,
+                "worker stalled; replacing it"
+            );
             slot.abandoned.store(true, Ordering::SeqCst);
             lock(&shared.slots).retain(|s| s.id != slot.id);
             control.finish(GenEvent::Done {

@@ -11,7 +11,9 @@ pub enum InferError {
     Load { path: PathBuf, reason: String },
     #[error("llama.cpp backend failed to start: {0}")]
     Backend(String),
-    #[error("could not create a llama.cpp context ({0}); lower the context size or the number of slots")]
+    #[error(
+        "could not create a llama.cpp context ({0}); lower the context size or the number of slots"
+    )]
     Context(String),
     #[error("chat template: {0}")]
     Template(String),

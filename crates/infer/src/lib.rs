@@ -37,6 +37,7 @@ mod model;
 mod prompt;
 mod sampler;
 mod scheduler;
+mod score;
 mod utf8;
 mod worker;
 
@@ -45,6 +46,7 @@ pub use error::InferError;
 pub use model::ModelInfo;
 pub use prompt::{ChatMessage, Transcript};
 pub use sampler::Constraint;
+pub use score::log_prob;
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.
 pub fn json_schema_to_gbnf(schema: &serde_json::Value) -> Result<String, InferError> {
@@ -54,5 +56,7 @@ pub fn json_schema_to_gbnf(schema: &serde_json::Value) -> Result<String, InferEr
 
 /// True when this build offloads to a GPU (the `cuda` feature).
 pub fn gpu_offload_supported() -> bool {
-    backend::get().map(|b| b.supports_gpu_offload()).unwrap_or(false)
+    backend::get()
+        .map(|b| b.supports_gpu_offload())
+        .unwrap_or(false)
 }

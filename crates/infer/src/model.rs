@@ -13,8 +13,23 @@ use crate::error::InferError;
 /// Architectures this llama.cpp build is known to run. Others may work, but
 /// a clear refusal beats a crash inside the loader.
 const KNOWN_ARCHS: &[&str] = &[
-    "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "mistral", "phi3", "qwen2moe",
-    "qwen3moe", "granite", "olmo2", "smollm3", "exaone", "deepseek2", "command-r", "starcoder2",
+    "llama",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "mistral",
+    "phi3",
+    "qwen2moe",
+    "qwen3moe",
+    "granite",
+    "olmo2",
+    "smollm3",
+    "exaone",
+    "deepseek2",
+    "command-r",
+    "starcoder2",
 ];
 
 /// Facts about a loaded model, for health displays and records.
@@ -48,18 +63,21 @@ impl LoadedModel {
         }
         let backend = backend::get()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
-        let llama = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
-            InferError::Load {
+        let llama =
+            LlamaModel::load_from_file(backend, path, &params).map_err(|e| InferError::Load {
                 path: path.to_path_buf(),
-                reason: format!("{e} (the header is valid; the tensors may not match the architecture)"),
-            }
-        })?;
+                reason: format!(
+                    "{e} (the header is valid; the tensors may not match the architecture)"
+                ),
+            })?;
         let info = ModelInfo {
             path: path.to_path_buf(),
-            name: header
-                .name()
-                .map(str::to_string)
-                .unwrap_or_else(|| path.file_stem().unwrap_or_default().to_string_lossy().into()),
+            name: header.name().map(str::to_string).unwrap_or_else(|| {
+                path.file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into()
+            }),
             architecture: arch,
             file_size: header.file_size,
             n_params: llama.n_params(),

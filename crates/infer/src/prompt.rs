@@ -124,7 +124,9 @@ pub fn extend(
             // The template rewrote earlier text (e.g. trimmed a reply); the
             // tokens already fed stay as they are and only the new messages
             // are rendered.
-            tracing::info!("chat template re-rendered history differently; appending new messages only");
+            tracing::info!(
+                "chat template re-rendered history differently; appending new messages only"
+            );
             let delta = render(model, &tmpl, new, add_generation_prompt)?;
             (delta.clone(), format!("{}{}", t.rendered, delta))
         }
@@ -138,7 +140,13 @@ pub fn extend(
     for m in new.iter().filter(|m| !m.content.is_empty()) {
         if let Some(off) = delta[cursor..].find(&m.content) {
             let start = cursor + off;
-            push_text(model, &mut span, &delta[cursor..start], TokenRole::Context, true);
+            push_text(
+                model,
+                &mut span,
+                &delta[cursor..start],
+                TokenRole::Context,
+                true,
+            );
             push_text(model, &mut span, &m.content, token_role(m.role), false);
             cursor = start + m.content.len();
         }

@@ -36,10 +36,11 @@ impl TokenPicker {
                     Constraint::Gbnf(g) => g.clone(),
                     Constraint::JsonSchema(s) => crate::json_schema_to_gbnf(s)?,
                 };
-                Some(
-                    LlamaSampler::grammar(model, &gbnf, "root")
-                        .map_err(|e| InferError::Grammar(format!("{e}; check the GBNF syntax and that it has a `root` rule")))?,
-                )
+                Some(LlamaSampler::grammar(model, &gbnf, "root").map_err(|e| {
+                    InferError::Grammar(format!(
+                        "{e}; check the GBNF syntax and that it has a `root` rule"
+                    ))
+                })?)
             }
         };
         let chain = (params.temperature > 0.0).then(|| {
@@ -61,7 +62,11 @@ impl TokenPicker {
     /// that of the distribution actually sampled from (after the grammar,
     /// top-k, top-p and temperature); for greedy decoding it is the model's
     /// own temperature-1 log-probability among the tokens the grammar allows.
-    pub fn pick(&mut self, ctx: &LlamaContext<'_>, idx: i32) -> Result<(LlamaToken, f32), InferError> {
+    pub fn pick(
+        &mut self,
+        ctx: &LlamaContext<'_>,
+        idx: i32,
+    ) -> Result<(LlamaToken, f32), InferError> {
         let mut arr = ctx.token_data_array_ith(idx);
         if let Some(g) = self.grammar.as_mut() {
             arr.apply_sampler(g);
@@ -76,17 +81,16 @@ impl TokenPicker {
                 Ok((d.id(), d.p().max(f32::MIN_POSITIVE).ln()))
             }
             None => {
-                let (best, max) = arr
-                    .data
-                    .iter()
-                    .enumerate()
-                    .fold((None, f32::NEG_INFINITY), |(b, m), (i, d)| {
+                let (best, max) = arr.data.iter().enumerate().fold(
+                    (None, f32::NEG_INFINITY),
+                    |(b, m), (i, d)| {
                         if d.logit() > m {
                             (Some(i), d.logit())
                         } else {
                             (b, m)
                         }
-                    });
+                    },
+                );
                 let best = best.ok_or_else(|| {
                     InferError::Generation("no token is allowed here (grammar dead end)".into())
                 })?;

@@ -130,9 +130,10 @@ impl Queue {
             .copied()
             .find(|&i| home(i) == Some(slot))
             .or_else(|| {
-                runnable.iter().copied().find(|&i| {
-                    home(i).is_none_or(|s| s == slot || !self.idle.contains(&s))
-                })
+                runnable
+                    .iter()
+                    .copied()
+                    .find(|&i| home(i).is_none_or(|s| s == slot || !self.idle.contains(&s)))
             })?;
         let ch = self.order.remove(pick)?;
         let q = self.pending.get_mut(&ch)?;
@@ -200,7 +201,10 @@ mod tests {
         // channel 1 is running: the next slot gets channel 2, then 3
         assert_eq!(q.pop(1, 4).unwrap().channel, ChannelId(2));
         assert_eq!(q.pop(2, 4).unwrap().channel, ChannelId(3));
-        assert!(q.pop(3, 4).is_none(), "channel 1 must not run twice at once");
+        assert!(
+            q.pop(3, 4).is_none(),
+            "channel 1 must not run twice at once"
+        );
         q.finish(ChannelId(1));
         assert_eq!(q.pop(0, 4).unwrap().channel, ChannelId(1));
         assert_eq!(q.len(), 1);

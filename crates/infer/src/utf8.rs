@@ -20,7 +20,9 @@ impl Utf8Stream {
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
-                    out.push_str(std::str::from_utf8(&self.pending[..valid]).expect("valid prefix"));
+                    out.push_str(
+                        std::str::from_utf8(&self.pending[..valid]).expect("valid prefix"),
+                    );
                     match e.error_len() {
                         // An invalid sequence (not just an incomplete one) is
                         // replaced so one bad token cannot stall the text.

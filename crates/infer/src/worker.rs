@@ -149,7 +149,8 @@ fn common_prefix(a: &[i32], b: &[i32]) -> usize {
 }
 
 fn decode(ctx: &mut LlamaContext<'_>, batch: &mut LlamaBatch<'_>) -> Result<(), InferError> {
-    ctx.decode(batch).map_err(|e| InferError::Decode(e.to_string()))
+    ctx.decode(batch)
+        .map_err(|e| InferError::Decode(e.to_string()))
 }
 
 /// Prefills what the cache lacks, then samples until a stop.
@@ -220,7 +221,9 @@ fn serve(
             reason = r;
             break;
         }
-        if shared.config.fault_hang_after_tokens == Some(i) && shared.fault_armed.swap(false, Ordering::SeqCst) {
+        if shared.config.fault_hang_after_tokens == Some(i)
+            && shared.fault_armed.swap(false, Ordering::SeqCst)
+        {
             // Simulated hang inside the backend: ignores cancellation and
             // only ends once the watchdog has given up on this slot.
             while !slot.abandoned.load(Ordering::SeqCst) {

@@ -32,9 +32,19 @@ fn user(text: &str) -> ChatMessage {
     ChatMessage::new(MessageRole::User, text)
 }
 
-fn turn(engine: &Engine, ch: i64, t: &mut Transcript, text: &str, n: usize) -> reverie_infer::Completion {
+fn turn(
+    engine: &Engine,
+    ch: i64,
+    t: &mut Transcript,
+    text: &str,
+    n: usize,
+) -> reverie_infer::Completion {
     engine.extend_transcript(t, &[user(text)]).unwrap();
-    let req = GenerateRequest::new(ChannelId(ch), t.tokens.ids.clone(), SamplingParams::greedy(n));
+    let req = GenerateRequest::new(
+        ChannelId(ch),
+        t.tokens.ids.clone(),
+        SamplingParams::greedy(n),
+    );
     let reply = engine.generate(req).unwrap().complete().unwrap();
     engine.record_reply(t, &reply);
     reply
@@ -46,7 +56,13 @@ fn streamed_ids_are_the_recorded_ids() {
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 1), config()).unwrap();
     let mut t = Transcript::default();
     let span = engine
-        .extend_transcript(&mut t, &[ChatMessage::new(MessageRole::System, "be brief"), user("hello there")])
+        .extend_transcript(
+            &mut t,
+            &[
+                ChatMessage::new(MessageRole::System, "be brief"),
+                user("hello there"),
+            ],
+        )
         .unwrap();
     assert!(span.count(TokenRole::User) > 0 && span.count(TokenRole::Context) > 0);
     assert_eq!(span.count(TokenRole::Action), 0);
@@ -60,9 +76,17 @@ fn streamed_ids_are_the_recorded_ids() {
         .collect();
     assert_eq!(engine.detokenize(&user_ids, false), "hello there");
 
-    let params = SamplingParams { temperature: 0.8, max_tokens: 24, ..SamplingParams::default() };
+    let params = SamplingParams {
+        temperature: 0.8,
+        max_tokens: 24,
+        ..SamplingParams::default()
+    };
     let gen = engine
-        .generate(GenerateRequest::new(ChannelId(1), t.tokens.ids.clone(), params))
+        .generate(GenerateRequest::new(
+            ChannelId(1),
+            t.tokens.ids.clone(),
+            params,
+        ))
         .unwrap();
     let mut streamed = Vec::new();
     let reply = gen
@@ -87,7 +111,9 @@ fn json_schema_constrains_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::load(synth_model(dir.path(), Arch::Qwen2, 2), config()).unwrap();
     let mut t = Transcript::default();
-    engine.extend_transcript(&mut t, &[user("rate it")]).unwrap();
+    engine
+        .extend_transcript(&mut t, &[user("rate it")])
+        .unwrap();
     let schema = serde_json::json!({
         "type": "object",
         "properties": {"reward": {"type": "integer", "minimum": 0, "maximum": 9}, "ok": {"type": "boolean"}},
@@ -95,17 +121,31 @@ fn json_schema_constrains_the_answer() {
         "additionalProperties": false
     });
     for seed in 0..3 {
-        let params = SamplingParams { temperature: 1.0, seed, max_tokens: 200, ..SamplingParams::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            seed,
+            max_tokens: 200,
+            ..SamplingParams::default()
+        };
         let req = GenerateRequest::new(ChannelId(seed as i64), t.tokens.ids.clone(), params)
             .with_constraint(Constraint::JsonSchema(schema.clone()));
         let reply = engine.generate(req).unwrap().complete().unwrap();
-        assert_eq!(reply.reason, StopReason::EndOfTurn, "grammar must close: {:?}", reply.text);
+        assert_eq!(
+            reply.reason,
+            StopReason::EndOfTurn,
+            "grammar must close: {:?}",
+            reply.text
+        );
         let v: serde_json::Value = serde_json::from_str(reply.text.trim())
             .unwrap_or_else(|e| panic!("{e}: {:?}", reply.text));
         assert!(v["reward"].is_i64() && v["ok"].is_boolean(), "{v}");
     }
-    let bad = GenerateRequest::new(ChannelId(9), t.tokens.ids.clone(), SamplingParams::greedy(5))
-        .with_constraint(Constraint::Gbnf("root ::= (".into()));
+    let bad = GenerateRequest::new(
+        ChannelId(9),
+        t.tokens.ids.clone(),
+        SamplingParams::greedy(5),
+    )
+    .with_constraint(Constraint::Gbnf("root ::= (".into()));
     let err = engine.generate(bad).unwrap().complete().unwrap_err();
     assert!(err.to_string().contains("grammar"), "{err}");
 }
@@ -126,7 +166,9 @@ fn parallel_channels_stay_independent() {
         .map(|(i, p)| {
             let engine = engine.clone();
             let p = p.to_string();
-            std::thread::spawn(move || turn(&engine, i as i64, &mut Transcript::default(), &p, 40).ids)
+            std::thread::spawn(move || {
+                turn(&engine, i as i64, &mut Transcript::default(), &p, 40).ids
+            })
         })
         .collect();
     let together: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
@@ -163,7 +205,11 @@ fn swapping_models_mid_session_loses_nothing() {
 
     // A long generation is running while the swap happens.
     let long = engine
-        .generate(GenerateRequest::new(ChannelId(2), t.tokens.ids.clone(), SamplingParams::greedy(300)))
+        .generate(GenerateRequest::new(
+            ChannelId(2),
+            t.tokens.ids.clone(),
+            SamplingParams::greedy(300),
+        ))
         .unwrap();
     let info = engine.swap_model(&b).unwrap();
     assert_eq!(info.path, b);
@@ -177,9 +223,15 @@ fn swapping_models_mid_session_loses_nothing() {
     // The reply came from model B on the whole history.
     let fresh_b = Engine::load(&b, config()).unwrap();
     let mut prompt = before.clone();
-    fresh_b.extend_transcript(&mut prompt, &[user("after the swap")]).unwrap();
+    fresh_b
+        .extend_transcript(&mut prompt, &[user("after the swap")])
+        .unwrap();
     let expect = fresh_b
-        .generate(GenerateRequest::new(ChannelId(1), prompt.tokens.ids.clone(), SamplingParams::greedy(12)))
+        .generate(GenerateRequest::new(
+            ChannelId(1),
+            prompt.tokens.ids.clone(),
+            SamplingParams::greedy(12),
+        ))
         .unwrap()
         .complete()
         .unwrap();
@@ -193,21 +245,35 @@ fn bad_files_get_errors_that_name_them_and_a_failed_swap_keeps_serving() {
     let truncated = dir.path().join("cut.gguf");
     let bytes = std::fs::read(&good).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    let err = Engine::load(&truncated, config()).err().unwrap().to_string();
-    assert!(err.contains("cut.gguf") && err.contains("truncated"), "{err}");
+    let err = Engine::load(&truncated, config())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("cut.gguf") && err.contains("truncated"),
+        "{err}"
+    );
 
     let garbage = dir.path().join("garbage.gguf");
     std::fs::write(&garbage, b"this is not a model at all").unwrap();
     let err = Engine::load(&garbage, config()).err().unwrap().to_string();
-    assert!(err.contains("garbage.gguf") && err.contains("not a GGUF"), "{err}");
+    assert!(
+        err.contains("garbage.gguf") && err.contains("not a GGUF"),
+        "{err}"
+    );
 
-    let missing = Engine::load(dir.path().join("nope.gguf"), config()).err().unwrap();
+    let missing = Engine::load(dir.path().join("nope.gguf"), config())
+        .err()
+        .unwrap();
     assert!(missing.to_string().contains("nope.gguf"));
 
     // Valid header without the tensors the architecture needs: llama.cpp refuses.
     let header = reverie_gguf::GgufFile::open(&good).unwrap();
     let hollow = dir.path().join("hollow.gguf");
-    reverie_gguf::GgufWriter::create(&hollow, &header.metadata, &[]).unwrap().finish().unwrap();
+    reverie_gguf::GgufWriter::create(&hollow, &header.metadata, &[])
+        .unwrap()
+        .finish()
+        .unwrap();
     let err = Engine::load(&hollow, config()).err().unwrap();
     assert!(matches!(err, InferError::Load { .. }), "{err}");
     assert!(err.to_string().contains("hollow.gguf"));
@@ -224,8 +290,14 @@ fn cancel_stops_mid_stream() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 9), config()).unwrap();
     let mut t = Transcript::default();
-    engine.extend_transcript(&mut t, &[user("go on forever")]).unwrap();
-    let mut req = GenerateRequest::new(ChannelId(1), t.tokens.ids.clone(), SamplingParams::greedy(800));
+    engine
+        .extend_transcript(&mut t, &[user("go on forever")])
+        .unwrap();
+    let mut req = GenerateRequest::new(
+        ChannelId(1),
+        t.tokens.ids.clone(),
+        SamplingParams::greedy(800),
+    );
     req.ignore_eog = true;
     let gen = engine.generate(req).unwrap();
     let cancel = gen.canceller();
@@ -247,7 +319,12 @@ fn cancel_stops_mid_stream() {
 #[test]
 fn max_tokens_and_limits_are_enforced() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = EngineConfig { slots: 1, max_queued: 1, n_ctx: 256, ..config() };
+    let cfg = EngineConfig {
+        slots: 1,
+        max_queued: 1,
+        n_ctx: 256,
+        ..config()
+    };
     let engine = Engine::load(synth_model(dir.path(), Arch::Qwen2, 10), cfg).unwrap();
     let mut req = GenerateRequest::new(ChannelId(1), vec![5, 6, 7], SamplingParams::greedy(9));
     req.ignore_eog = true;
@@ -256,9 +333,16 @@ fn max_tokens_and_limits_are_enforced() {
     assert_eq!(reply.reason, StopReason::MaxTokens);
 
     let too_long = GenerateRequest::new(ChannelId(1), vec![5; 300], SamplingParams::greedy(1));
-    assert!(matches!(engine.generate(too_long), Err(InferError::ContextFull { .. })));
     assert!(matches!(
-        engine.generate(GenerateRequest::new(ChannelId(1), vec![], SamplingParams::greedy(1))),
+        engine.generate(too_long),
+        Err(InferError::ContextFull { .. })
+    ));
+    assert!(matches!(
+        engine.generate(GenerateRequest::new(
+            ChannelId(1),
+            vec![],
+            SamplingParams::greedy(1)
+        )),
         Err(InferError::EmptyPrompt)
     ));
 
@@ -269,7 +353,11 @@ fn max_tokens_and_limits_are_enforced() {
     std::thread::sleep(Duration::from_millis(50));
     let waiting = engine.generate(long.clone()).unwrap();
     let refused = engine.generate(long);
-    assert!(matches!(refused, Err(InferError::Busy { .. })), "{:?}", refused.err());
+    assert!(
+        matches!(refused, Err(InferError::Busy { .. })),
+        "{:?}",
+        refused.err()
+    );
     running.cancel();
     waiting.cancel();
 }
@@ -285,8 +373,14 @@ fn watchdog_ends_a_hung_generation_and_the_channel_continues() {
     };
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 11), cfg).unwrap();
     let mut t = Transcript::default();
-    engine.extend_transcript(&mut t, &[user("this will hang")]).unwrap();
-    let mut req = GenerateRequest::new(ChannelId(1), t.tokens.ids.clone(), SamplingParams::greedy(50));
+    engine
+        .extend_transcript(&mut t, &[user("this will hang")])
+        .unwrap();
+    let mut req = GenerateRequest::new(
+        ChannelId(1),
+        t.tokens.ids.clone(),
+        SamplingParams::greedy(50),
+    );
     req.ignore_eog = true;
     let hung = engine.generate(req.clone()).unwrap().complete().unwrap();
     assert_eq!(hung.reason, StopReason::Stalled);

@@ -24,7 +24,10 @@ pub enum FetchProgress {
     Assemble { written: u64, total: u64 },
     /// Checking an already installed file.
     Verify,
-    Done { path: PathBuf, already_installed: bool },
+    Done {
+        path: PathBuf,
+        already_installed: bool,
+    },
 }
 
 /// How wheels are obtained. The default runs `python3 -m pip download`;
@@ -126,7 +129,11 @@ pub fn fetch(
 }
 
 fn normalized(name: &str) -> String {
-    name.split("==").next().unwrap_or(name).replace('-', "_").to_lowercase()
+    name.split("==")
+        .next()
+        .unwrap_or(name)
+        .replace('-', "_")
+        .to_lowercase()
 }
 
 fn find_wheel(dir: &Path, package: &str) -> Option<PathBuf> {
@@ -136,7 +143,11 @@ fn find_wheel(dir: &Path, package: &str) -> Option<PathBuf> {
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            let name = p.file_name().unwrap_or_default().to_string_lossy().to_lowercase();
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_lowercase();
             name.ends_with(".whl")
                 && name.starts_with(&format!("{stem}-"))
                 && version.is_none_or(|v| name.starts_with(&format!("{stem}-{v}-")))
@@ -162,7 +173,14 @@ fn obtain_wheel(source: &WheelSource, package: &str, dir: &Path) -> Result<PathB
         }
         WheelSource::Pip { python } => {
             let out = Command::new(python)
-                .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "-d",
+                ])
                 .arg(dir)
                 .arg(package)
                 .env("PIP_DEFAULT_TIMEOUT", "30")
@@ -221,7 +239,9 @@ fn assemble(
         for name in names {
             let mut entry = zip.by_name(&name).map_err(|e| bad(e.to_string()))?;
             loop {
-                let n = entry.read(&mut buf).map_err(|e| bad(format!("{name}: {e}")))?;
+                let n = entry
+                    .read(&mut buf)
+                    .map_err(|e| bad(format!("{name}: {e}")))?;
                 if n == 0 {
                     break;
                 }

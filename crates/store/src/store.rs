@@ -145,7 +145,10 @@ impl Store {
     pub fn rename_channel(&self, id: ChannelId, name: &str) -> Result<()> {
         let n = self
             .conn()
-            .execute("UPDATE channels SET name = ?1 WHERE id = ?2", params![name, id.0])
+            .execute(
+                "UPDATE channels SET name = ?1 WHERE id = ?2",
+                params![name, id.0],
+            )
             .map_err(|e| match e {
                 rusqlite::Error::SqliteFailure(f, _)
                     if f.code == rusqlite::ErrorCode::ConstraintViolation =>
@@ -202,7 +205,9 @@ impl Store {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let exists: bool = tx
-            .query_row("SELECT 1 FROM channels WHERE id = ?1", [channel.0], |_| Ok(true))
+            .query_row("SELECT 1 FROM channels WHERE id = ?1", [channel.0], |_| {
+                Ok(true)
+            })
             .optional()?
             .unwrap_or(false);
         if !exists {
@@ -415,7 +420,9 @@ impl Store {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let parent: Option<i64> = tx
-            .query_row("SELECT id FROM checkpoints WHERE active = 1", [], |r| r.get(0))
+            .query_row("SELECT id FROM checkpoints WHERE active = 1", [], |r| {
+                r.get(0)
+            })
             .optional()?;
         tx.execute(
             "INSERT INTO checkpoints (path, sha256, parent_id, night_id, created_ms)

@@ -22,7 +22,12 @@ fn kill9_never_loses_an_acknowledged_message() {
     let mut acked: Vec<i64> = Vec::new();
     for round in 0..8u64 {
         let mut child = Command::new(&exe)
-            .args(["kill9_never_loses_an_acknowledged_message", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "kill9_never_loses_an_acknowledged_message",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -45,7 +50,7 @@ fn kill9_never_loses_an_acknowledged_message() {
             }
         }
         child.kill().unwrap(); // SIGKILL
-        // Acks printed before the kill landed are still in the pipe.
+                               // Acks printed before the kill landed are still in the pipe.
         for l in lines.map_while(Result::ok) {
             if let Some(id) = l.strip_prefix("ACK ") {
                 acked.push(id.trim().parse().unwrap());

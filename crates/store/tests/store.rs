@@ -138,8 +138,13 @@ fn checkpoints_track_one_active_and_roll_back() {
     assert!(back.active);
     assert!(!s.checkpoints().unwrap()[1].active);
     assert!(s.activate_checkpoint(next + 10).is_err());
-    s.update_night(night, NightStatus::Done, "deploy", &serde_json::json!({"steps": 3}))
-        .unwrap();
+    s.update_night(
+        night,
+        NightStatus::Done,
+        "deploy",
+        &serde_json::json!({"steps": 3}),
+    )
+    .unwrap();
     let n = &s.nights().unwrap()[0];
     assert_eq!(n.status, NightStatus::Done);
     assert_eq!(n.report["steps"], 3);

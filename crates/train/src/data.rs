@@ -1,0 +1,164 @@
+//! Training sequences: token ids with roles and advantages.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use reverie_core::TokenRole;
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+
+/// One training sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sequence {
+    pub ids: Vec<i32>,
+    pub roles: Vec<TokenRole>,
+    /// The policy advantage of the sequence's actions.
+    #[serde(default)]
+    pub advantage: f32,
+    /// The reward, when the sequence belongs to a group of samples of one
+    /// prompt (then the advantage is computed from the group).
+    #[serde(default)]
+    pub reward: Option<f32>,
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Extra per-token advantages (e.g. a stray end of turn), by position.
+    #[serde(default)]
+    pub token_advantages: Vec<(usize, f32)>,
+}
+
+impl Sequence {
+    pub fn validate(&self, n_vocab: usize, line: usize) -> Result<(), TrainError> {
+        let bad = |m: String| Err(TrainError::Data(format!("sequence {line}: {m}")));
+        if self.ids.len() != self.roles.len() {
+            return bad(format!(
+                "{} ids but {} roles",
+                self.ids.len(),
+                self.roles.len()
+            ));
+        }
+        if self.ids.len() < 2 {
+            return bad("needs at least two tokens".into());
+        }
+        if let Some(id) = self.ids.iter().find(|&&i| i < 0 || i as usize >= n_vocab) {
+            return bad(format!("token id {id} is outside the model's vocabulary of {n_vocab}; was it exported from another model?"));
+        }
+        if let Some((p, _)) = self
+            .token_advantages
+            .iter()
+            .find(|(p, _)| *p >= self.ids.len())
+        {
+            return bad(format!("token advantage at position {p} is past the end"));
+        }
+        Ok(())
+    }
+}
+
+/// Reads JSONL: either one [`Sequence`] per line, or the lines of
+/// `reverie export` (a channel's messages with tokens), which become one
+/// sequence each with advantage 0.
+pub fn read_jsonl(path: &Path) -> Result<Vec<Sequence>, TrainError> {
+    let file = std::fs::File::open(path).map_err(|source| TrainError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|source| TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| {
+            TrainError::Data(format!("{}:{}: not JSON: {e}", path.display(), i + 1))
+        })?;
+        if v.get("ids").is_some() {
+            out.push(
+                serde_json::from_value(v)
+                    .map_err(|e| TrainError::Data(format!("{}:{}: {e}", path.display(), i + 1)))?,
+            );
+        } else if let Some(msgs) = v.get("messages").and_then(|m| m.as_array()) {
+            let mut seq = Sequence {
+                ids: vec![],
+                roles: vec![],
+                advantage: 0.0,
+                reward: None,
+                group: None,
+                token_advantages: vec![],
+            };
+            for m in msgs {
+                let t = &m["tokens"];
+                let ids = t["ids"].as_array().cloned().unwrap_or_default();
+                let roles = t["roles"].as_array().cloned().unwrap_or_default();
+                for (id, role) in ids.iter().zip(&roles) {
+                    seq.ids.push(id.as_i64().unwrap_or(-1) as i32);
+                    seq.roles
+                        .push(role.as_str().unwrap_or("").parse().map_err(|e| {
+                            TrainError::Data(format!("{}:{}: {e}", path.display(), i + 1))
+                        })?);
+                }
+            }
+            out.push(seq);
+        } else {
+            return Err(TrainError::Data(format!(
+                "{}:{}: expected \"ids\"/\"roles\" or \"messages\"",
+                path.display(),
+                i + 1
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Replaces the advantage of sequences in groups of two or more by
+/// `r − β1 · ln(mean exp(r / β1))` over their group.
+pub fn apply_group_baselines(seqs: &mut [Sequence], beta1: f32) {
+    let mut groups: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    for (i, s) in seqs.iter().enumerate() {
+        if let (Some(g), Some(_)) = (&s.group, s.reward) {
+            groups.entry(g.clone()).or_default().push(i);
+        }
+    }
+    for idx in groups.values().filter(|v| v.len() >= 2) {
+        let rs: Vec<f32> = idx.iter().map(|&i| seqs[i].reward.unwrap_or(0.0)).collect();
+        let max = rs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mean_exp = rs.iter().map(|r| ((r - max) / beta1).exp()).sum::<f32>() / rs.len() as f32;
+        let v_star = max + beta1 * mean_exp.ln();
+        for (&i, r) in idx.iter().zip(rs) {
+            seqs[i].advantage = r - v_star;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_baseline_is_a_soft_max() {
+        let mk = |r| Sequence {
+            ids: vec![1, 2],
+            roles: vec![TokenRole::Context, TokenRole::Action],
+            advantage: 9.0,
+            reward: Some(r),
+            group: Some("g".into()),
+            token_advantages: vec![],
+        };
+        let mut s = vec![mk(1.0), mk(0.0)];
+        apply_group_baselines(&mut s, 1.0);
+        let v = (0.5f32 * (1f32.exp() + 1.0)).ln();
+        assert!((s[0].advantage - (1.0 - v)).abs() < 1e-6);
+        assert!((s[1].advantage - (0.0 - v)).abs() < 1e-6);
+        let mut lone = vec![Sequence {
+            group: Some("h".into()),
+            ..mk(1.0)
+        }];
+        apply_group_baselines(&mut lone, 1.0);
+        assert_eq!(
+            lone[0].advantage, 9.0,
+            "a group of one keeps the caller's advantage"
+        );
+    }
+}

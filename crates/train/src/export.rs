@@ -1,0 +1,245 @@
+//! Merge the adapter into the base weights and write a q8_0 GGUF that keeps
+//! every metadata key of the base; or write the adapter alone as a llama.cpp
+//! LoRA GGUF. Both stream tensor by tensor into a file that is renamed into
+//! place only when complete.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Tensor};
+use half::f16;
+use reverie_gguf::{GgmlType, GgufFile, GgufWriter, Value};
+
+use crate::error::TrainError;
+use crate::lora::Lora;
+use crate::model::Model;
+
+/// llama.cpp's `LLAMA_FTYPE_MOSTLY_Q8_0`.
+const FTYPE_Q8_0: u32 = 7;
+
+/// Quantizes rows of 32-element blocks to q8_0: one f16 scale, 32 int8.
+pub fn quantize_q8_0(values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() / 32 * 34);
+    for block in values.chunks(32) {
+        let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+        out.extend(block.iter().map(|x| (x * id).round() as i8 as u8));
+    }
+    out
+}
+
+/// Inverse of [`quantize_q8_0`].
+pub fn dequantize_q8_0(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks(34)
+        .flat_map(|b| {
+            let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            b[2..].iter().map(move |&q| q as i8 as f32 * d)
+        })
+        .collect()
+}
+
+fn tensor_f32(t: &Tensor) -> candle_core::Result<Vec<f32>> {
+    t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
+}
+
+/// What an export did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExportReport {
+    pub tensors: usize,
+    pub merged: usize,
+    pub quantized: usize,
+    pub kept: usize,
+    pub bytes: u64,
+}
+
+/// Writes `W + (α/r)·B·A` for every adapted weight, every 2-D tensor as
+/// q8_0 (rows not a multiple of 32 keep their type), 1-D tensors as they
+/// were, and all of the base file's metadata with the q8_0 file type.
+pub fn write_merged_q8_0(
+    model: &Model,
+    lora: Option<&Lora>,
+    out: &Path,
+) -> Result<ExportReport, TrainError> {
+    let base = GgufFile::open(&model.path).map_err(|e| TrainError::Model {
+        path: model.path.clone(),
+        reason: e.to_string(),
+    })?;
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| TrainError::Io { path: p, source }
+    };
+    let mut metadata = base.metadata.clone();
+    match metadata.iter_mut().find(|(k, _)| k == "general.file_type") {
+        Some((_, v)) => *v = Value::U32(FTYPE_Q8_0),
+        None => metadata.push(("general.file_type".into(), Value::U32(FTYPE_Q8_0))),
+    }
+    let plan: Vec<(String, Vec<u64>, GgmlType)> = base
+        .tensors
+        .iter()
+        .map(|t| {
+            let quantize = t.dims.len() == 2 && t.dims[0] % 32 == 0;
+            (
+                t.name.clone(),
+                t.dims.clone(),
+                if quantize { GgmlType::Q8_0 } else { t.dtype },
+            )
+        })
+        .collect();
+    let mut writer = GgufWriter::create(out, &metadata, &plan).map_err(io(out))?;
+    let mut src = File::open(&model.path).map_err(io(&model.path))?;
+    let content = {
+        let mut f = File::open(&model.path).map_err(io(&model.path))?;
+        gguf_file::Content::read(&mut f).map_err(|e| TrainError::Model {
+            path: model.path.clone(),
+            reason: e.to_string(),
+        })?
+    };
+    let mut report = ExportReport {
+        tensors: plan.len(),
+        merged: 0,
+        quantized: 0,
+        kept: 0,
+        bytes: 0,
+    };
+    for (info, (name, _, target)) in base.tensors.iter().zip(&plan) {
+        let raw_len = info.byte_len().expect("validated by GgufFile::open") as usize;
+        let bytes = if *target == info.dtype {
+            // Same type (1-D, odd rows, or already q8_0 and not adapted): copy.
+            let adapted = lora.is_some_and(|l| l.adapters.contains_key(name));
+            if !adapted {
+                report.kept += 1;
+                let mut buf = vec![0u8; raw_len];
+                src.seek(SeekFrom::Start(base.data_offset + info.offset))
+                    .map_err(io(&model.path))?;
+                src.read_exact(&mut buf).map_err(io(&model.path))?;
+                writer.write_tensor(name, &buf).map_err(io(out))?;
+                report.bytes += buf.len() as u64;
+                continue;
+            }
+            quantize_q8_0(&merged(
+                model,
+                lora,
+                name,
+                &content,
+                &mut File::open(&model.path).map_err(io(&model.path))?,
+            )?)
+        } else {
+            quantize_q8_0(&merged(
+                model,
+                lora,
+                name,
+                &content,
+                &mut File::open(&model.path).map_err(io(&model.path))?,
+            )?)
+        };
+        if lora.is_some_and(|l| l.adapters.contains_key(name)) {
+            report.merged += 1;
+        }
+        report.quantized += 1;
+        report.bytes += bytes.len() as u64;
+        writer.write_tensor(name, &bytes).map_err(io(out))?;
+    }
+    writer.finish().map_err(io(out))?;
+    Ok(report)
+}
+
+/// The f32 values of tensor `name` with its adapter merged in.
+fn merged(
+    model: &Model,
+    lora: Option<&Lora>,
+    name: &str,
+    content: &gguf_file::Content,
+    file: &mut File,
+) -> Result<Vec<f32>, TrainError> {
+    let w = match model.weight(name) {
+        Some(w) => w.clone(),
+        None => content
+            .tensor(file, name, &model.device)
+            .map_err(|e| TrainError::Model {
+                path: model.path.clone(),
+                reason: format!("{name}: {e}"),
+            })?
+            .dequantize(&model.device)?,
+    };
+    let w = match lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) {
+        Some((scale, ad)) => (w + (ad.b.as_tensor().matmul(ad.a.as_tensor())? * scale)?)?,
+        None => w,
+    };
+    Ok(tensor_f32(&w)?)
+}
+
+/// Writes the adapter alone as a llama.cpp LoRA GGUF (`general.type =
+/// adapter`, tensors `<weight>.lora_a [r, in]` and `<weight>.lora_b [out, r]`).
+pub fn write_adapter(model: &Model, lora: &Lora, out: &Path) -> Result<u64, TrainError> {
+    let arch = match model.hp.family {
+        crate::hparams::Family::Llama => "llama",
+        crate::hparams::Family::Qwen2 => "qwen2",
+        crate::hparams::Family::Qwen3 => "qwen3",
+        crate::hparams::Family::Gemma3 => "gemma3",
+    };
+    let metadata = vec![
+        (
+            "general.architecture".to_string(),
+            Value::String(arch.into()),
+        ),
+        ("general.type".into(), Value::String("adapter".into())),
+        ("adapter.type".into(), Value::String("lora".into())),
+        ("adapter.lora.alpha".into(), Value::F32(lora.config.alpha)),
+    ];
+    let mut plan = Vec::new();
+    let mut data = Vec::new();
+    for (name, ad) in &lora.adapters {
+        let (r, inp) = ad.a.as_tensor().dims2()?;
+        let (out_dim, _) = ad.b.as_tensor().dims2()?;
+        plan.push((
+            format!("{name}.lora_a"),
+            vec![inp as u64, r as u64],
+            GgmlType::F32,
+        ));
+        plan.push((
+            format!("{name}.lora_b"),
+            vec![r as u64, out_dim as u64],
+            GgmlType::F32,
+        ));
+        data.push(tensor_f32(ad.a.as_tensor())?);
+        data.push(tensor_f32(ad.b.as_tensor())?);
+    }
+    let io = |source| TrainError::Io {
+        path: out.to_path_buf(),
+        source,
+    };
+    let mut w = GgufWriter::create(out, &metadata, &plan).map_err(io)?;
+    let mut bytes = 0u64;
+    for ((name, _, _), values) in plan.iter().zip(&data) {
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        bytes += raw.len() as u64;
+        w.write_tensor(name, &raw).map_err(io)?;
+    }
+    w.finish().map_err(io)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q8_0_round_trips_within_half_a_step() {
+        let v: Vec<f32> = (0..64).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
+        let q = quantize_q8_0(&v);
+        assert_eq!(q.len(), 68);
+        let back = dequantize_q8_0(&q);
+        for (chunk, bchunk) in v.chunks(32).zip(back.chunks(32)) {
+            let step = chunk.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
+            for (a, b) in chunk.iter().zip(bchunk) {
+                assert!((a - b).abs() <= step * 0.5 + 1e-3, "{a} vs {b}");
+            }
+        }
+        assert!(quantize_q8_0(&[0.0; 32]).iter().all(|b| *b == 0));
+    }
+}

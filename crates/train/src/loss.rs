@@ -1,0 +1,114 @@
+//! OAPL on action tokens plus ECHO cross-entropy on environment (and,
+//! lightly, user) tokens, for one sequence.
+
+use candle_core::{Device, Result, Tensor};
+use reverie_core::TokenRole;
+use serde::{Deserialize, Serialize};
+
+use crate::data::Sequence;
+
+/// Loss coefficients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LossConfig {
+    /// Temperature of the group baseline `V* = β1 ln mean exp(r/β1)`.
+    pub beta1: f32,
+    /// Scale of the log-ratio in OAPL's squared error.
+    pub beta2: f32,
+    /// ECHO weight on environment (tool output) tokens.
+    pub lambda_env: f32,
+    /// Imitation weight on the user's tokens (0 turns it off).
+    pub lambda_user: f32,
+    /// Divide the summed log-ratio by the number of action tokens, so long
+    /// answers are not favoured.
+    pub length_normalize: bool,
+}
+
+impl Default for LossConfig {
+    fn default() -> Self {
+        LossConfig {
+            beta1: 1.0,
+            beta2: 1e-3,
+            lambda_env: 0.05,
+            lambda_user: 0.01,
+            length_normalize: false,
+        }
+    }
+}
+
+/// The terms of one sequence's loss, as numbers for logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LossTerms {
+    pub oapl: f32,
+    pub env: f32,
+    pub user: f32,
+    pub total: f32,
+}
+
+fn mask(seq: &Sequence, role: TokenRole, device: &Device) -> Result<(Tensor, usize)> {
+    // Position j predicts token j+1.
+    let m: Vec<f32> = seq.roles[1..]
+        .iter()
+        .map(|r| if *r == role { 1.0 } else { 0.0 })
+        .collect();
+    let n = m.iter().filter(|x| **x > 0.0).count();
+    Ok((Tensor::from_vec(m, seq.ids.len() - 1, device)?, n))
+}
+
+/// Loss of one sequence from its token log-probs `lp [t-1]` under the
+/// policy and `lag [t-1]` under the policy that generated the data.
+pub fn sequence_loss(
+    seq: &Sequence,
+    lp: &Tensor,
+    lag: &[f32],
+    cfg: &LossConfig,
+) -> Result<(Tensor, LossTerms)> {
+    let device = lp.device();
+    let lag_t = Tensor::from_slice(lag, lag.len(), device)?;
+    let ratio = (lp - &lag_t)?;
+    let (act, n_act) = mask(seq, TokenRole::Action, device)?;
+    let mut total = Tensor::zeros((), candle_core::DType::F32, device)?;
+    let mut terms = LossTerms::default();
+    if n_act > 0 {
+        let mut delta = (&ratio * &act)?.sum_all()?;
+        if cfg.length_normalize {
+            delta = (delta / n_act as f64)?;
+        }
+        let err = ((delta * cfg.beta2 as f64)? - seq.advantage as f64)?;
+        let oapl = err.sqr()?;
+        terms.oapl = oapl.to_scalar::<f32>()?;
+        total = (total + oapl)?;
+    }
+    // Per-token advantages: the same squared error on single tokens.
+    for &(pos, a) in &seq.token_advantages {
+        if pos == 0 {
+            continue;
+        }
+        let d = ratio.narrow(0, pos - 1, 1)?.sum_all()?;
+        let err = ((d * cfg.beta2 as f64)? - a as f64)?.sqr()?;
+        terms.oapl += err.to_scalar::<f32>()?;
+        total = (total + err)?;
+    }
+    for (role, lambda, slot) in [
+        (TokenRole::Env, cfg.lambda_env, 0),
+        (TokenRole::User, cfg.lambda_user, 1),
+    ] {
+        if lambda <= 0.0 {
+            continue;
+        }
+        let (m, n) = mask(seq, role, device)?;
+        if n == 0 {
+            continue;
+        }
+        let ce = ((lp * &m)?.sum_all()? * (-1.0 / n as f64))?;
+        let v = ce.to_scalar::<f32>()?;
+        if slot == 0 {
+            terms.env = v;
+        } else {
+            terms.user = v;
+        }
+        total = (total + (ce * lambda as f64)?)?;
+    }
+    terms.total = total.to_scalar::<f32>()?;
+    Ok((total, terms))
+}

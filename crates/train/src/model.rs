@@ -1,0 +1,305 @@
+//! The forward pass of the supported architectures, in GGUF names and
+//! layouts, with optional LoRA.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Device, Tensor, D};
+
+use crate::error::TrainError;
+use crate::frozen::FrozenMatmul;
+use crate::hparams::{Family, Hparams};
+use crate::lora::Lora;
+use crate::ops;
+
+struct Layer {
+    attn_norm: Tensor,
+    q: FrozenMatmul,
+    k: FrozenMatmul,
+    v: FrozenMatmul,
+    q_bias: Option<Tensor>,
+    k_bias: Option<Tensor>,
+    v_bias: Option<Tensor>,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    o: FrozenMatmul,
+    post_attn_norm: Option<Tensor>,
+    ffn_norm: Tensor,
+    gate: FrozenMatmul,
+    up: FrozenMatmul,
+    down: FrozenMatmul,
+    post_ffn_norm: Option<Tensor>,
+}
+
+/// A GGUF model held as f32 for training and scoring.
+pub struct Model {
+    pub hp: Hparams,
+    pub path: PathBuf,
+    pub device: Device,
+    embed: Tensor,
+    output: FrozenMatmul,
+    output_norm: Tensor,
+    layers: Vec<Layer>,
+}
+
+impl Model {
+    /// Reads and dequantizes every tensor of `path`.
+    pub fn load(path: &Path) -> Result<Model, TrainError> {
+        let device = Device::Cpu;
+        let bad = |reason: String| TrainError::Model {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut file = File::open(path).map_err(|source| TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| bad(e.to_string()))?;
+        let mut get = |name: &str| -> Result<Tensor, TrainError> {
+            let q = content
+                .tensor(&mut file, name, &device)
+                .map_err(|e| bad(format!("tensor {name}: {e}")))?;
+            Ok(q.dequantize(&device)?.to_dtype(DType::F32)?)
+        };
+        let embed = get("token_embd.weight")?;
+        let n_vocab = embed.dim(0)?;
+        let hp = Hparams::from_metadata(&content.metadata, n_vocab).map_err(bad)?;
+        let has = |name: &str| content.tensor_infos.contains_key(name);
+        let output = if has("output.weight") {
+            get("output.weight")?
+        } else {
+            embed.clone()
+        };
+        let output_norm = get("output_norm.weight")?;
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for i in 0..hp.n_layer {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let mut opt = |s: &str| -> Result<Option<Tensor>, TrainError> {
+                if has(&n(s)) {
+                    get(&n(s)).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            let q_bias = opt("attn_q.bias")?;
+            let k_bias = opt("attn_k.bias")?;
+            let v_bias = opt("attn_v.bias")?;
+            let q_norm = opt("attn_q_norm.weight")?;
+            let k_norm = opt("attn_k_norm.weight")?;
+            let post_attn_norm = opt("post_attention_norm.weight")?;
+            let post_ffn_norm = opt("post_ffw_norm.weight")?;
+            let attn_norm = get(&n("attn_norm.weight"))?;
+            let ffn_norm = get(&n("ffn_norm.weight"))?;
+            let mut w = |s: &str| -> Result<FrozenMatmul, TrainError> {
+                Ok(FrozenMatmul::new(&get(&n(s))?)?)
+            };
+            layers.push(Layer {
+                attn_norm,
+                q: w("attn_q.weight")?,
+                k: w("attn_k.weight")?,
+                v: w("attn_v.weight")?,
+                q_bias,
+                k_bias,
+                v_bias,
+                q_norm,
+                k_norm,
+                o: w("attn_output.weight")?,
+                post_attn_norm,
+                ffn_norm,
+                gate: w("ffn_gate.weight")?,
+                up: w("ffn_up.weight")?,
+                down: w("ffn_down.weight")?,
+                post_ffn_norm,
+            });
+        }
+        Ok(Model {
+            hp,
+            path: path.to_path_buf(),
+            device: device.clone(),
+            output: FrozenMatmul::new(&output)?,
+            embed,
+            output_norm,
+            layers,
+        })
+    }
+
+    /// `(name, out, in)` of every weight LoRA may adapt.
+    pub fn adaptable(&self, stems: &[String]) -> Vec<(String, usize, usize)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            for (stem, w) in [
+                ("attn_q", &l.q),
+                ("attn_k", &l.k),
+                ("attn_v", &l.v),
+                ("attn_output", &l.o),
+                ("ffn_gate", &l.gate),
+                ("ffn_up", &l.up),
+                ("ffn_down", &l.down),
+            ] {
+                if stems.iter().any(|s| s == stem) {
+                    let (o, n) = w.weight().dims2().expect("2-D weight");
+                    out.push((format!("blk.{i}.{stem}.weight"), o, n));
+                }
+            }
+        }
+        out
+    }
+
+    /// The frozen weight called `name` (`blk.i.attn_q.weight`, …).
+    pub fn weight(&self, name: &str) -> Option<&Tensor> {
+        let rest = name.strip_prefix("blk.")?;
+        let (i, stem) = rest.split_once('.')?;
+        let l = self.layers.get(i.parse::<usize>().ok()?)?;
+        let w = match stem {
+            "attn_q.weight" => &l.q,
+            "attn_k.weight" => &l.k,
+            "attn_v.weight" => &l.v,
+            "attn_output.weight" => &l.o,
+            "ffn_gate.weight" => &l.gate,
+            "ffn_up.weight" => &l.up,
+            "ffn_down.weight" => &l.down,
+            _ => return None,
+        };
+        Some(w.weight())
+    }
+
+    fn linear(
+        &self,
+        x: &Tensor,
+        w: &FrozenMatmul,
+        bias: Option<&Tensor>,
+        name: &str,
+        lora: Option<&Lora>,
+    ) -> candle_core::Result<Tensor> {
+        let mut y = w.forward(x)?;
+        if let Some(b) = bias {
+            y = y.broadcast_add(b)?;
+        }
+        if let Some(d) = lora.map(|l| l.delta(name, x)).transpose()?.flatten() {
+            y = (y + d)?;
+        }
+        Ok(y)
+    }
+
+    /// Final hidden states `[t, n_embd]` of the token sequence.
+    pub fn hidden(&self, ids: &[i32], lora: Option<&Lora>) -> candle_core::Result<Tensor> {
+        let hp = &self.hp;
+        let t = ids.len();
+        let idx = Tensor::from_vec(
+            ids.iter().map(|&i| i as u32).collect::<Vec<_>>(),
+            t,
+            &self.device,
+        )?;
+        let mut h = self.embed.index_select(&idx, 0)?;
+        if hp.family == Family::Gemma3 {
+            h = (h * (hp.n_embd as f64).sqrt())?;
+        }
+        let (cos, sin) = ops::rope_tables(t, hp.head_dim, hp.rope_base, &self.device)?;
+        let (cos_swa, sin_swa) = ops::rope_tables(t, hp.head_dim, hp.rope_base_swa, &self.device)?;
+        let mask = ops::causal_mask(t, None, &self.device)?;
+        let mask_swa = ops::causal_mask(t, hp.sliding_window, &self.device)?;
+        let scale = 1.0 / (hp.head_dim as f64).sqrt();
+        let group = hp.n_head / hp.n_head_kv;
+        for (il, l) in self.layers.iter().enumerate() {
+            let name = |s: &str| format!("blk.{il}.{s}.weight");
+            let swa = hp.is_swa(il);
+            let x = ops::rms_norm(&h, &l.attn_norm, hp.eps)?;
+            let q = self.linear(&x, &l.q, l.q_bias.as_ref(), &name("attn_q"), lora)?;
+            let k = self.linear(&x, &l.k, l.k_bias.as_ref(), &name("attn_k"), lora)?;
+            let v = self.linear(&x, &l.v, l.v_bias.as_ref(), &name("attn_v"), lora)?;
+            let mut q = q.reshape((t, hp.n_head, hp.head_dim))?;
+            let mut k = k.reshape((t, hp.n_head_kv, hp.head_dim))?;
+            let v = v.reshape((t, hp.n_head_kv, hp.head_dim))?;
+            if let Some(n) = &l.q_norm {
+                q = ops::rms_norm(&q, n, hp.eps)?;
+            }
+            if let Some(n) = &l.k_norm {
+                k = ops::rms_norm(&k, n, hp.eps)?;
+            }
+            let (c, s) = if swa {
+                (&cos_swa, &sin_swa)
+            } else {
+                (&cos, &sin)
+            };
+            let q = ops::rope(&q, c, s, hp.interleaved_rope())?;
+            let k = ops::rope(&k, c, s, hp.interleaved_rope())?;
+            // [heads, t, d]; each group of query heads shares one kv head.
+            let q = q.transpose(0, 1)?.contiguous()?;
+            let k = k.transpose(0, 1)?.contiguous()?;
+            let v = v.transpose(0, 1)?.contiguous()?;
+            let (k, v) = if group > 1 {
+                let rep = |x: &Tensor| -> candle_core::Result<Tensor> {
+                    x.unsqueeze(1)?
+                        .expand((hp.n_head_kv, group, t, hp.head_dim))?
+                        .reshape((hp.n_head, t, hp.head_dim))
+                };
+                (rep(&k)?, rep(&v)?)
+            } else {
+                (k, v)
+            };
+            let scores = (q.matmul(&k.t()?)? * scale)?;
+            let scores = scores.broadcast_add(if swa { &mask_swa } else { &mask })?;
+            let p = ops::softmax(&scores)?;
+            let attn = p
+                .matmul(&v)?
+                .transpose(0, 1)?
+                .reshape((t, hp.n_head * hp.head_dim))?;
+            let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
+            if let Some(n) = &l.post_attn_norm {
+                o = ops::rms_norm(&o, n, hp.eps)?;
+            }
+            h = (h + o)?;
+            let x = ops::rms_norm(&h, &l.ffn_norm, hp.eps)?;
+            let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
+            let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
+            let act = if hp.family == Family::Gemma3 {
+                ops::gelu_tanh(&g)?
+            } else {
+                ops::silu(&g)?
+            };
+            let mut d = self.linear(&(act * u)?, &l.down, None, &name("ffn_down"), lora)?;
+            if let Some(n) = &l.post_ffn_norm {
+                d = ops::rms_norm(&d, n, hp.eps)?;
+            }
+            h = (h + d)?;
+        }
+        ops::rms_norm(&h, &self.output_norm, hp.eps)
+    }
+
+    /// Logits `[t, n_vocab]` after each position.
+    pub fn logits(&self, ids: &[i32], lora: Option<&Lora>) -> candle_core::Result<Tensor> {
+        self.output.forward(&self.hidden(ids, lora)?)
+    }
+
+    /// log p(`ids[i+1]` | `ids[..=i]`) for every `i`, shape `[t-1]`. The LM
+    /// head and log-softmax run in chunks of `chunk` positions so the full
+    /// `[t, vocab]` matrix never exists at once.
+    pub fn token_logprobs(
+        &self,
+        ids: &[i32],
+        lora: Option<&Lora>,
+        chunk: usize,
+    ) -> candle_core::Result<Tensor> {
+        let t = ids.len();
+        if t < 2 {
+            return Tensor::zeros(0, DType::F32, &self.device);
+        }
+        let h = self.hidden(ids, lora)?;
+        let mut parts = Vec::new();
+        let mut start = 0;
+        while start < t - 1 {
+            let n = chunk.max(1).min(t - 1 - start);
+            let logits = self.output.forward(&h.narrow(0, start, n)?)?;
+            let lp = ops::log_softmax(&logits)?;
+            let targets: Vec<u32> = ids[start + 1..start + 1 + n]
+                .iter()
+                .map(|&i| i as u32)
+                .collect();
+            let targets = Tensor::from_vec(targets, (n, 1), &self.device)?;
+            parts.push(lp.gather(&targets, D::Minus1)?.squeeze(1)?);
+            start += n;
+        }
+        Tensor::cat(&parts, 0)
+    }
+}

@@ -1,0 +1,332 @@
+//! The training loop: batches by gradient accumulation, progress reports,
+//! atomic checkpoints and exact resume.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{Tensor, Var};
+use serde::{Deserialize, Serialize};
+
+use crate::data::{apply_group_baselines, Sequence};
+use crate::error::TrainError;
+use crate::lora::{Lora, LoraConfig};
+use crate::loss::{sequence_loss, LossConfig, LossTerms};
+use crate::model::Model;
+use crate::optim::{lr_at, AdamW, OptimConfig};
+
+/// Everything that shapes a run, with documented defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainConfig {
+    pub lora: LoraConfig,
+    pub loss: LossConfig,
+    pub optim: OptimConfig,
+    /// Sequences per optimizer step (gradient accumulation).
+    pub batch_size: usize,
+    pub epochs: usize,
+    /// Save a checkpoint every this many steps (0: only at the end).
+    pub checkpoint_every: usize,
+    /// Positions per LM-head chunk.
+    pub chunk: usize,
+    /// Shuffle seed.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            lora: LoraConfig::default(),
+            loss: LossConfig::default(),
+            optim: OptimConfig::default(),
+            batch_size: 64,
+            epochs: 1,
+            checkpoint_every: 10,
+            chunk: 512,
+            seed: 7,
+        }
+    }
+}
+
+/// What one optimizer step did.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    pub step: usize,
+    pub total_steps: usize,
+    /// Mean over the batch of each loss term.
+    pub loss: LossTerms,
+    pub grad_norm: f64,
+    pub lr: f64,
+    pub tokens: usize,
+    pub tokens_per_s: f64,
+    pub eta_s: f64,
+}
+
+pub struct Trainer<'m> {
+    model: &'m Model,
+    pub lora: Lora,
+    opt: AdamW,
+    cfg: TrainConfig,
+    data: Vec<Sequence>,
+    lag: Vec<Vec<f32>>,
+    step: usize,
+    started: Instant,
+    steps_this_session: usize,
+}
+
+const CHECKPOINT: &str = "checkpoint";
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+    move |source| TrainError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl<'m> Trainer<'m> {
+    /// Validates the data, computes the group baselines and the log-probs of
+    /// the policy that generated the data (the model with no adapter).
+    pub fn new(
+        model: &'m Model,
+        mut data: Vec<Sequence>,
+        cfg: TrainConfig,
+    ) -> Result<Trainer<'m>, TrainError> {
+        if data.is_empty() {
+            return Err(TrainError::Data("no training sequences".into()));
+        }
+        for (i, s) in data.iter().enumerate() {
+            s.validate(model.hp.n_vocab, i + 1)?;
+        }
+        apply_group_baselines(&mut data, cfg.loss.beta1);
+        let lag = data
+            .iter()
+            .map(|s| {
+                model
+                    .token_logprobs(&s.ids, None, cfg.chunk)?
+                    .to_vec1::<f32>()
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let shapes = model.adaptable(&cfg.lora.targets);
+        let lora = Lora::new(cfg.lora.clone(), &shapes, &model.device)?;
+        let opt = {
+            let vars: Vec<&Var> = lora.named_vars().into_iter().map(|(_, v)| v).collect();
+            AdamW::new(cfg.optim.clone(), &vars)?
+        };
+        Ok(Trainer {
+            model,
+            lora,
+            opt,
+            cfg,
+            data,
+            lag,
+            step: 0,
+            started: Instant::now(),
+            steps_this_session: 0,
+        })
+    }
+
+    pub fn total_steps(&self) -> usize {
+        (self.data.len() * self.cfg.epochs).div_ceil(self.cfg.batch_size.max(1))
+    }
+
+    pub fn step_index(&self) -> usize {
+        self.step
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.step >= self.total_steps()
+    }
+
+    /// The data index at global cursor position `k` (a fresh seeded
+    /// permutation per epoch).
+    fn index_at(&self, k: usize) -> usize {
+        let n = self.data.len();
+        let epoch = k / n;
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut state = self.cfg.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for i in (1..n).rev() {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            order.swap(i, ((z ^ (z >> 31)) % (i as u64 + 1)) as usize);
+        }
+        order[k % n]
+    }
+
+    /// Mean loss terms of `seqs` under the current adapter, without training.
+    pub fn evaluate(&self, seqs: &[Sequence]) -> Result<LossTerms, TrainError> {
+        let mut sum = LossTerms::default();
+        for s in seqs {
+            let lag = self
+                .model
+                .token_logprobs(&s.ids, None, self.cfg.chunk)?
+                .to_vec1::<f32>()?;
+            let lp = self
+                .model
+                .token_logprobs(&s.ids, Some(&self.lora), self.cfg.chunk)?;
+            let (_, t) = sequence_loss(s, &lp, &lag, &self.cfg.loss)?;
+            add(&mut sum, &t, 1.0 / seqs.len() as f32);
+        }
+        Ok(sum)
+    }
+
+    /// One optimizer step over the next batch.
+    pub fn train_step(&mut self) -> Result<StepReport, TrainError> {
+        let total = self.total_steps();
+        let b = self.cfg.batch_size.max(1);
+        let limit = self.data.len() * self.cfg.epochs;
+        let range = (self.step * b)..((self.step + 1) * b).min(limit);
+        let n = range.len();
+        let named = self.lora.named_vars();
+        let vars: Vec<&Var> = named.iter().map(|(_, v)| *v).collect();
+        let mut acc: Vec<Option<Tensor>> = vec![None; vars.len()];
+        let mut mean = LossTerms::default();
+        let mut tokens = 0;
+        let t0 = Instant::now();
+        for k in range {
+            let i = self.index_at(k);
+            let seq = &self.data[i];
+            tokens += seq.ids.len();
+            let lp = self
+                .model
+                .token_logprobs(&seq.ids, Some(&self.lora), self.cfg.chunk)?;
+            let (loss, terms) = sequence_loss(seq, &lp, &self.lag[i], &self.cfg.loss)?;
+            add(&mut mean, &terms, 1.0 / n as f32);
+            let grads = (loss / n as f64)?.backward()?;
+            for (slot, v) in acc.iter_mut().zip(&vars) {
+                if let Some(g) = grads.get(v.as_tensor()) {
+                    *slot = Some(match slot.take() {
+                        Some(a) => (a + g)?,
+                        None => g.clone(),
+                    });
+                }
+            }
+        }
+        let grads: Vec<Tensor> = acc
+            .into_iter()
+            .zip(&vars)
+            .map(|(g, v)| g.map(Ok).unwrap_or_else(|| v.as_tensor().zeros_like()))
+            .collect::<candle_core::Result<_>>()?;
+        let lr = lr_at(&self.cfg.optim, self.step, total);
+        let grad_norm = self.opt.step(&vars, &grads, lr)?;
+        self.step += 1;
+        self.steps_this_session += 1;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let per_step = self.started.elapsed().as_secs_f64() / self.steps_this_session as f64;
+        Ok(StepReport {
+            step: self.step,
+            total_steps: total,
+            loss: mean,
+            grad_norm,
+            lr,
+            tokens,
+            tokens_per_s: tokens as f64 / elapsed.max(1e-9),
+            eta_s: per_step * total.saturating_sub(self.step) as f64,
+        })
+    }
+
+    /// Trains to the end, checkpointing into `dir` (and resuming from it).
+    pub fn run(
+        &mut self,
+        dir: Option<&Path>,
+        progress: &mut dyn FnMut(&StepReport),
+    ) -> Result<Vec<StepReport>, TrainError> {
+        if let Some(d) = dir {
+            self.resume(d)?;
+        }
+        let mut reports = Vec::new();
+        while !self.is_done() {
+            let r = self.train_step()?;
+            progress(&r);
+            reports.push(r);
+            if let Some(d) = dir {
+                let every = self.cfg.checkpoint_every;
+                if (every > 0 && self.step % every == 0) || self.is_done() {
+                    self.save_checkpoint(d)?;
+                }
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Saves adapter, optimizer state and cursor into `dir/checkpoint`,
+    /// atomically (a crash leaves either the old or the new checkpoint).
+    pub fn save_checkpoint(&self, dir: &Path) -> Result<PathBuf, TrainError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let partial = dir.join(format!("{CHECKPOINT}.partial"));
+        let _ = std::fs::remove_dir_all(&partial);
+        std::fs::create_dir_all(&partial).map_err(io(&partial))?;
+        let named = self.lora.named_vars();
+        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+        let lora: HashMap<String, Tensor> = named
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+            .collect();
+        candle_core::safetensors::save(&lora, partial.join("lora.safetensors"))?;
+        candle_core::safetensors::save(
+            &self.opt.state(&names),
+            partial.join("optimizer.safetensors"),
+        )?;
+        let state = serde_json::json!({ "step": self.step, "optimizer_step": self.opt.step, "config": self.cfg });
+        std::fs::write(partial.join("state.json"), state.to_string()).map_err(io(&partial))?;
+        for f in ["lora.safetensors", "optimizer.safetensors", "state.json"] {
+            let p = partial.join(f);
+            std::fs::File::open(&p)
+                .and_then(|f| f.sync_all())
+                .map_err(io(&p))?;
+        }
+        let current = dir.join(CHECKPOINT);
+        let old = dir.join(format!("{CHECKPOINT}.old"));
+        let _ = std::fs::remove_dir_all(&old);
+        if current.exists() {
+            std::fs::rename(&current, &old).map_err(io(&current))?;
+        }
+        std::fs::rename(&partial, &current).map_err(io(&current))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))?;
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(current)
+    }
+
+    /// Loads `dir/checkpoint` (or the previous one, if a crash interrupted
+    /// the swap) when present. Returns whether anything was restored.
+    pub fn resume(&mut self, dir: &Path) -> Result<bool, TrainError> {
+        let chosen = [CHECKPOINT, "checkpoint.old"]
+            .iter()
+            .map(|n| dir.join(n))
+            .find(|p| p.join("state.json").exists());
+        let Some(ck) = chosen else {
+            return Ok(false);
+        };
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ck.join("state.json")).map_err(io(&ck))?)
+                .map_err(|e| TrainError::Data(format!("{}: {e}", ck.display())))?;
+        let lora = candle_core::safetensors::load(ck.join("lora.safetensors"), &self.model.device)?;
+        let opt =
+            candle_core::safetensors::load(ck.join("optimizer.safetensors"), &self.model.device)?;
+        let named = self.lora.named_vars();
+        let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+        for (n, v) in &named {
+            let t = lora.get(n).ok_or_else(|| {
+                TrainError::Data(format!(
+                    "checkpoint lacks {n}; it was made with another LoRA configuration"
+                ))
+            })?;
+            v.set(t)?;
+        }
+        self.opt
+            .restore(&names, &opt, state["optimizer_step"].as_u64().unwrap_or(0))?;
+        self.step = state["step"].as_u64().unwrap_or(0) as usize;
+        tracing::info!(step = self.step, "resumed from {}", ck.display());
+        Ok(true)
+    }
+}
+
+fn add(sum: &mut LossTerms, t: &LossTerms, w: f32) {
+    sum.oapl += t.oapl * w;
+    sum.env += t.env * w;
+    sum.user += t.user * w;
+    sum.total += t.total * w;
+}

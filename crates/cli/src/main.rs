@@ -14,6 +14,7 @@ mod export;
 mod home;
 mod model_cmd;
 mod output;
+mod train_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,10 @@ enum Command {
     /// List, rename or delete channels.
     #[command(subcommand)]
     Channel(channel_cmd::ChannelCommand),
+    /// Train a LoRA on sequences with roles and advantages; export q8_0 GGUF.
+    Train(train_cmd::TrainArgs),
+    /// Per-token log-probs of a text under the trainer or llama.cpp.
+    Logprobs(train_cmd::LogprobsArgs),
     /// Benchmarks against reference implementations.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -79,6 +84,8 @@ fn main() -> ExitCode {
         Command::Model(c) => model_cmd::run(&home, c),
         Command::Channel(c) => channel_cmd::run(&home, c),
         Command::Bench(c) => bench::run(&home, c),
+        Command::Train(a) => train_cmd::train(&home, a),
+        Command::Logprobs(a) => train_cmd::logprobs(&home, a),
     };
     match result {
         Ok(code) => code,

@@ -242,7 +242,7 @@ impl<'m> Trainer<'m> {
             reports.push(r);
             if let Some(d) = dir {
                 let every = self.cfg.checkpoint_every;
-                if (every > 0 && self.step % every == 0) || self.is_done() {
+                if (every > 0 && self.step.is_multiple_of(every)) || self.is_done() {
                     self.save_checkpoint(d)?;
                 }
             }

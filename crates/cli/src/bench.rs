@@ -38,6 +38,39 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// LoRA step tokens/s and peak memory: ours vs PyTorch + PEFT.
+    Train {
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Sequence lengths to measure.
+        #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+        lengths: Vec<usize>,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Python used for the reference (a venv with torch, transformers,
+        /// peft and gguf is made under the home folder if needed).
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One measured LoRA step in this process (used by `bench train`).
+    #[command(hide = true)]
+    TrainStep {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        len: usize,
+    },
+    /// Merge + q8_0 export time: ours vs llama.cpp's quantize tool.
+    Export {
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long)]
+        llama_src: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Serialize, Default)]
@@ -47,15 +80,52 @@ struct Speeds {
 }
 
 pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    let BenchCommand::Decode {
-        engine,
-        prompt_tokens,
-        gen_tokens,
-        reps,
-        reference,
-        llama_src,
-        json,
-    } = cmd;
+    match cmd {
+        BenchCommand::Decode {
+            engine,
+            prompt_tokens,
+            gen_tokens,
+            reps,
+            reference,
+            llama_src,
+            json,
+        } => decode(
+            home,
+            engine,
+            prompt_tokens,
+            gen_tokens,
+            reps,
+            reference,
+            llama_src,
+            json,
+        ),
+        BenchCommand::Train {
+            model,
+            lengths,
+            threads,
+            python,
+            json,
+        } => crate::bench_train::train(home, model, lengths, threads, &python, json),
+        BenchCommand::TrainStep { model, len } => crate::bench_train::train_step(&model, len),
+        BenchCommand::Export {
+            model,
+            llama_src,
+            json,
+        } => crate::bench_train::export(home, model, llama_src, json),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decode(
+    home: &Home,
+    engine: EngineArgs,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    reps: usize,
+    reference: Option<PathBuf>,
+    llama_src: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let model = reverie_models::active::resolve(home, engine.model.as_deref())?;
     let threads = engine
         .threads
@@ -63,7 +133,7 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     let reps = reps.max(1);
     let reference = match reference {
         Some(r) => r,
-        None => build_llama_bench(home, llama_src.as_deref(), json)?,
+        None => build_llama_tool(home, llama_src.as_deref(), "llama-bench", json)?,
     };
     if !json {
         eprintln!(
@@ -212,7 +282,14 @@ fn vendored_source() -> Option<PathBuf> {
         })
 }
 
-fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Result<PathBuf> {
+/// Builds one of llama.cpp's own tools (`llama-bench`, `llama-quantize`)
+/// from the vendored source, once, with the flags Reverie's library uses.
+pub fn build_llama_tool(
+    home: &Home,
+    src: Option<&Path>,
+    tool: &str,
+    quiet: bool,
+) -> anyhow::Result<PathBuf> {
     let src = match src {
         Some(s) => s.to_path_buf(),
         None => vendored_source().with_context(|| {
@@ -223,7 +300,7 @@ fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Re
         .root()
         .join("bench")
         .join(format!("llama-bench-{LLAMA_SYS_VERSION}"));
-    let bin = build.join("bin").join("llama-bench");
+    let bin = build.join("bin").join(tool);
     if bin.exists() {
         return Ok(bin);
     }
@@ -265,16 +342,16 @@ fn build_llama_bench(home: &Home, src: Option<&Path>, quiet: bool) -> anyhow::Re
         .status()
         .context("running cmake (install it: apt-get install cmake)")?;
     if !status.success() {
-        bail!("cmake configure of llama-bench failed");
+        bail!("cmake configure of {tool} failed");
     }
     let status = Command::new("cmake")
         .arg("--build")
         .arg(&build)
-        .args(["--target", "llama-bench", "-j", &jobs])
+        .args(["--target", tool, "-j", &jobs])
         .stdout(std::process::Stdio::null())
         .status()?;
     if !status.success() || !bin.exists() {
-        bail!("building llama-bench failed");
+        bail!("building {tool} failed");
     }
     Ok(bin)
 }

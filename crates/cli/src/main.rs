@@ -7,6 +7,7 @@
 //! print exactly one JSON object on stdout.
 
 mod bench;
+mod bench_train;
 mod channel_cmd;
 mod chat;
 mod doctor;

@@ -29,6 +29,8 @@ pub struct EngineConfig {
     pub threads: usize,
     /// Layers offloaded to the GPU (needs the `cuda` feature).
     pub gpu_layers: u32,
+    /// A llama.cpp LoRA adapter GGUF applied on top of the model.
+    pub adapter: Option<PathBuf>,
     /// Requests allowed to wait before `generate` answers `Busy`.
     pub max_queued: usize,
     /// No token for this long ends a generation as stalled; twice as long
@@ -47,6 +49,7 @@ impl Default for EngineConfig {
             n_batch: 512,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             gpu_layers: 0,
+            adapter: None,
             max_queued: 64,
             stall_timeout: Duration::from_secs(60),
             fault_hang_after_tokens: None,
@@ -263,7 +266,11 @@ pub struct Engine {
 impl Engine {
     /// Loads `path` and starts the worker slots.
     pub fn load(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, InferError> {
-        let model = Arc::new(LoadedModel::load(path.as_ref(), config.gpu_layers)?);
+        let model = Arc::new(LoadedModel::load(
+            path.as_ref(),
+            config.gpu_layers,
+            config.adapter.as_deref(),
+        )?);
         let slots = config.slots.max(1);
         let shared = Arc::new(Shared {
             config,
@@ -429,9 +436,11 @@ impl Engine {
     /// finish on the old model; queued and later ones use the new one. If
     /// the new file fails to load, the old model keeps serving.
     pub fn swap_model(&self, path: impl AsRef<Path>) -> Result<ModelInfo, InferError> {
+        // A swapped-in checkpoint is a full model: the adapter does not carry over.
         let model = Arc::new(LoadedModel::load(
             path.as_ref(),
             self.shared.config.gpu_layers,
+            None,
         )?);
         let fresh = self
             .shared

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::{LlamaLoraAdapter, LlamaModel};
 use reverie_gguf::GgufFile;
 use serde::Serialize;
 
@@ -48,11 +48,18 @@ pub struct ModelInfo {
 pub struct LoadedModel {
     pub llama: LlamaModel,
     pub info: ModelInfo,
+    /// A LoRA adapter applied to every context of this model.
+    pub adapter: Option<std::sync::Mutex<LlamaLoraAdapter>>,
 }
 
 impl LoadedModel {
-    /// Validates the file's header, then loads it with llama.cpp.
-    pub fn load(path: &Path, gpu_layers: u32) -> Result<LoadedModel, InferError> {
+    /// Validates the file's header, then loads it with llama.cpp, with an
+    /// optional LoRA adapter GGUF.
+    pub fn load(
+        path: &Path,
+        gpu_layers: u32,
+        adapter: Option<&Path>,
+    ) -> Result<LoadedModel, InferError> {
         let header = GgufFile::open(path)?;
         let arch = header.architecture().unwrap_or_default().to_string();
         if !KNOWN_ARCHS.contains(&arch.as_str()) {
@@ -63,7 +70,7 @@ impl LoadedModel {
         }
         let backend = backend::get()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(gpu_layers);
-        let llama =
+        let mut llama =
             LlamaModel::load_from_file(backend, path, &params).map_err(|e| InferError::Load {
                 path: path.to_path_buf(),
                 reason: format!(
@@ -85,6 +92,36 @@ impl LoadedModel {
             n_ctx_train: llama.n_ctx_train(),
             has_chat_template: llama.chat_template(None).is_ok(),
         };
-        Ok(LoadedModel { llama, info })
+        let adapter = match adapter {
+            None => None,
+            Some(a) => {
+                reverie_gguf::GgufFile::open(a)?;
+                let lora = llama.lora_adapter_init(a).map_err(|e| InferError::Load {
+                    path: a.to_path_buf(),
+                    reason: format!("{e}: not a LoRA adapter for this model"),
+                })?;
+                Some(std::sync::Mutex::new(lora))
+            }
+        };
+        Ok(LoadedModel {
+            llama,
+            info,
+            adapter,
+        })
+    }
+}
+
+impl LoadedModel {
+    /// Applies the model's adapter (if any) to a new context.
+    pub fn attach_adapter(
+        &self,
+        ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
+    ) -> Result<(), InferError> {
+        if let Some(a) = &self.adapter {
+            let mut a = a.lock().unwrap_or_else(|e| e.into_inner());
+            ctx.lora_adapter_set(&mut a, 1.0)
+                .map_err(|e| InferError::Context(format!("applying the LoRA adapter: {e}")))?;
+        }
+        Ok(())
     }
 }

@@ -43,6 +43,7 @@ pub fn logits_at_every_position(
         .llama
         .new_context(backend::get()?, params)
         .map_err(|e| InferError::Context(e.to_string()))?;
+    model.attach_adapter(&mut ctx)?;
     let mut batch = LlamaBatch::new(chunk as usize, 1);
     for (c, part) in tokens.chunks(chunk as usize).enumerate() {
         batch.clear();

@@ -99,6 +99,10 @@ fn run(
             return;
         }
     };
+    if let Err(e) = model.attach_adapter(&mut ctx) {
+        let _ = ready.send(Err(e));
+        return;
+    }
     let _ = ready.send(Ok(()));
     let mut cache: Vec<i32> = Vec::new();
     let mut finished: Option<ChannelId> = None;

@@ -182,89 +182,125 @@ impl Model {
         Ok(y)
     }
 
-    /// Final hidden states `[t, n_embd]` of the token sequence.
-    pub fn hidden(&self, ids: &[i32], lora: Option<&Lora>) -> candle_core::Result<Tensor> {
-        let hp = &self.hp;
-        let t = ids.len();
+    /// Token embeddings `[t, n_embd]` (scaled for gemma).
+    pub fn embed(&self, ids: &[i32]) -> candle_core::Result<Tensor> {
         let idx = Tensor::from_vec(
             ids.iter().map(|&i| i as u32).collect::<Vec<_>>(),
-            t,
+            ids.len(),
             &self.device,
         )?;
-        let mut h = self.embed.index_select(&idx, 0)?;
-        if hp.family == Family::Gemma3 {
-            h = (h * (hp.n_embd as f64).sqrt())?;
+        let h = self.embed.index_select(&idx, 0)?;
+        if self.hp.family == Family::Gemma3 {
+            h * (self.hp.n_embd as f64).sqrt()
+        } else {
+            Ok(h)
         }
+    }
+
+    pub fn n_layer(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Position tables and masks for sequences of length `t`.
+    pub fn positions(&self, t: usize) -> candle_core::Result<Positions> {
+        let hp = &self.hp;
         let (cos, sin) = ops::rope_tables(t, hp.head_dim, hp.rope_base, &self.device)?;
         let (cos_swa, sin_swa) = ops::rope_tables(t, hp.head_dim, hp.rope_base_swa, &self.device)?;
-        let mask = ops::causal_mask(t, None, &self.device)?;
-        let mask_swa = ops::causal_mask(t, hp.sliding_window, &self.device)?;
+        Ok(Positions {
+            t,
+            cos,
+            sin,
+            cos_swa,
+            sin_swa,
+            mask: ops::causal_mask(t, None, &self.device)?,
+            mask_swa: ops::causal_mask(t, hp.sliding_window, &self.device)?,
+        })
+    }
+
+    /// One transformer block: `h -> h'`.
+    pub fn layer(
+        &self,
+        il: usize,
+        h: &Tensor,
+        pos: &Positions,
+        lora: Option<&Lora>,
+    ) -> candle_core::Result<Tensor> {
+        let hp = &self.hp;
+        let l = &self.layers[il];
+        let t = pos.t;
         let scale = 1.0 / (hp.head_dim as f64).sqrt();
         let group = hp.n_head / hp.n_head_kv;
-        for (il, l) in self.layers.iter().enumerate() {
-            let name = |s: &str| format!("blk.{il}.{s}.weight");
-            let swa = hp.is_swa(il);
-            let x = ops::rms_norm(&h, &l.attn_norm, hp.eps)?;
-            let q = self.linear(&x, &l.q, l.q_bias.as_ref(), &name("attn_q"), lora)?;
-            let k = self.linear(&x, &l.k, l.k_bias.as_ref(), &name("attn_k"), lora)?;
-            let v = self.linear(&x, &l.v, l.v_bias.as_ref(), &name("attn_v"), lora)?;
-            let mut q = q.reshape((t, hp.n_head, hp.head_dim))?;
-            let mut k = k.reshape((t, hp.n_head_kv, hp.head_dim))?;
-            let v = v.reshape((t, hp.n_head_kv, hp.head_dim))?;
-            if let Some(n) = &l.q_norm {
-                q = ops::rms_norm(&q, n, hp.eps)?;
-            }
-            if let Some(n) = &l.k_norm {
-                k = ops::rms_norm(&k, n, hp.eps)?;
-            }
-            let (c, s) = if swa {
-                (&cos_swa, &sin_swa)
-            } else {
-                (&cos, &sin)
-            };
-            let q = ops::rope(&q, c, s, hp.interleaved_rope())?;
-            let k = ops::rope(&k, c, s, hp.interleaved_rope())?;
-            // [heads, t, d]; each group of query heads shares one kv head.
-            let q = q.transpose(0, 1)?.contiguous()?;
-            let k = k.transpose(0, 1)?.contiguous()?;
-            let v = v.transpose(0, 1)?.contiguous()?;
-            let (k, v) = if group > 1 {
-                let rep = |x: &Tensor| -> candle_core::Result<Tensor> {
-                    x.unsqueeze(1)?
-                        .expand((hp.n_head_kv, group, t, hp.head_dim))?
-                        .reshape((hp.n_head, t, hp.head_dim))
-                };
-                (rep(&k)?, rep(&v)?)
-            } else {
-                (k, v)
-            };
-            let scores = (q.matmul(&k.t()?)? * scale)?;
-            let scores = scores.broadcast_add(if swa { &mask_swa } else { &mask })?;
-            let p = ops::softmax(&scores)?;
-            let attn = p
-                .matmul(&v)?
-                .transpose(0, 1)?
-                .reshape((t, hp.n_head * hp.head_dim))?;
-            let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
-            if let Some(n) = &l.post_attn_norm {
-                o = ops::rms_norm(&o, n, hp.eps)?;
-            }
-            h = (h + o)?;
-            let x = ops::rms_norm(&h, &l.ffn_norm, hp.eps)?;
-            let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
-            let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
-            let act = if hp.family == Family::Gemma3 {
-                ops::gelu_tanh(&g)?
-            } else {
-                ops::silu(&g)?
-            };
-            let mut d = self.linear(&(act * u)?, &l.down, None, &name("ffn_down"), lora)?;
-            if let Some(n) = &l.post_ffn_norm {
-                d = ops::rms_norm(&d, n, hp.eps)?;
-            }
-            h = (h + d)?;
+        let name = |s: &str| format!("blk.{il}.{s}.weight");
+        let swa = hp.is_swa(il);
+        let x = ops::rms_norm(h, &l.attn_norm, hp.eps)?;
+        let q = self.linear(&x, &l.q, l.q_bias.as_ref(), &name("attn_q"), lora)?;
+        let k = self.linear(&x, &l.k, l.k_bias.as_ref(), &name("attn_k"), lora)?;
+        let v = self.linear(&x, &l.v, l.v_bias.as_ref(), &name("attn_v"), lora)?;
+        let mut q = q.reshape((t, hp.n_head, hp.head_dim))?;
+        let mut k = k.reshape((t, hp.n_head_kv, hp.head_dim))?;
+        let v = v.reshape((t, hp.n_head_kv, hp.head_dim))?;
+        if let Some(n) = &l.q_norm {
+            q = ops::rms_norm(&q, n, hp.eps)?;
         }
-        ops::rms_norm(&h, &self.output_norm, hp.eps)
+        if let Some(n) = &l.k_norm {
+            k = ops::rms_norm(&k, n, hp.eps)?;
+        }
+        let (c, s) = if swa {
+            (&pos.cos_swa, &pos.sin_swa)
+        } else {
+            (&pos.cos, &pos.sin)
+        };
+        let q = ops::rope(&q, c, s, hp.interleaved_rope())?;
+        let k = ops::rope(&k, c, s, hp.interleaved_rope())?;
+        // [heads, t, d]; each group of query heads shares one kv head.
+        let q = q.transpose(0, 1)?.contiguous()?;
+        let k = k.transpose(0, 1)?.contiguous()?;
+        let v = v.transpose(0, 1)?.contiguous()?;
+        let (k, v) = if group > 1 {
+            let rep = |x: &Tensor| -> candle_core::Result<Tensor> {
+                x.unsqueeze(1)?
+                    .expand((hp.n_head_kv, group, t, hp.head_dim))?
+                    .reshape((hp.n_head, t, hp.head_dim))
+            };
+            (rep(&k)?, rep(&v)?)
+        } else {
+            (k, v)
+        };
+        let scores = (q.matmul(&k.t()?)? * scale)?;
+        let scores = scores.broadcast_add(if swa { &pos.mask_swa } else { &pos.mask })?;
+        let p = ops::softmax(&scores)?;
+        let attn = p
+            .matmul(&v)?
+            .transpose(0, 1)?
+            .reshape((t, hp.n_head * hp.head_dim))?;
+        let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
+        if let Some(n) = &l.post_attn_norm {
+            o = ops::rms_norm(&o, n, hp.eps)?;
+        }
+        let h = (h + o)?;
+        let x = ops::rms_norm(&h, &l.ffn_norm, hp.eps)?;
+        let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
+        let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
+        let act = if hp.family == Family::Gemma3 {
+            ops::gelu_tanh(&g)?
+        } else {
+            ops::silu(&g)?
+        };
+        let mut d = self.linear(&(act * u)?, &l.down, None, &name("ffn_down"), lora)?;
+        if let Some(n) = &l.post_ffn_norm {
+            d = ops::rms_norm(&d, n, hp.eps)?;
+        }
+        h + d
+    }
+
+    /// Final hidden states `[t, n_embd]` of the token sequence.
+    pub fn hidden(&self, ids: &[i32], lora: Option<&Lora>) -> candle_core::Result<Tensor> {
+        let pos = self.positions(ids.len())?;
+        let mut h = self.embed(ids)?;
+        for il in 0..self.layers.len() {
+            h = self.layer(il, &h, &pos, lora)?;
+        }
+        ops::rms_norm(&h, &self.output_norm, self.hp.eps)
     }
 
     /// Logits `[t, n_vocab]` after each position.
@@ -281,11 +317,27 @@ impl Model {
         lora: Option<&Lora>,
         chunk: usize,
     ) -> candle_core::Result<Tensor> {
-        let t = ids.len();
-        if t < 2 {
+        if ids.len() < 2 {
             return Tensor::zeros(0, DType::F32, &self.device);
         }
-        let h = self.hidden(ids, lora)?;
+        let pos = self.positions(ids.len())?;
+        let mut h = self.embed(ids)?;
+        for il in 0..self.layers.len() {
+            h = self.layer(il, &h, &pos, lora)?;
+        }
+        self.head_logprobs(&h, ids, chunk)
+    }
+
+    /// The final norm, LM head and target log-probs from the last layer's
+    /// output `h [t, n_embd]`.
+    pub fn head_logprobs(
+        &self,
+        h: &Tensor,
+        ids: &[i32],
+        chunk: usize,
+    ) -> candle_core::Result<Tensor> {
+        let t = ids.len();
+        let h = ops::rms_norm(h, &self.output_norm, self.hp.eps)?;
         let mut parts = Vec::new();
         let mut start = 0;
         while start < t - 1 {
@@ -302,4 +354,15 @@ impl Model {
         }
         Tensor::cat(&parts, 0)
     }
+}
+
+/// RoPE tables and attention masks shared by every layer of one sequence.
+pub struct Positions {
+    t: usize,
+    cos: Tensor,
+    sin: Tensor,
+    cos_swa: Tensor,
+    sin_swa: Tensor,
+    mask: Tensor,
+    mask_swa: Tensor,
 }

@@ -31,6 +31,10 @@ pub struct TrainConfig {
     pub chunk: usize,
     /// Shuffle seed.
     pub seed: u64,
+    /// Keep only each layer's input during the forward pass and recompute
+    /// the layer in the backward pass (activation memory grows with one
+    /// layer, not the whole model).
+    pub recompute: bool,
 }
 
 impl Default for TrainConfig {
@@ -44,6 +48,7 @@ impl Default for TrainConfig {
             checkpoint_every: 10,
             chunk: 512,
             seed: 7,
+            recompute: true,
         }
     }
 }
@@ -171,6 +176,67 @@ impl<'m> Trainer<'m> {
         Ok(sum)
     }
 
+    /// The loss terms of `seq` and the gradient of `weight · loss` for each
+    /// LoRA variable (in `named_vars` order).
+    pub fn sequence_gradients(
+        &self,
+        seq: &Sequence,
+        lag: &[f32],
+        weight: f64,
+    ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
+        let named = self.lora.named_vars();
+        if !self.cfg.recompute {
+            let lp = self
+                .model
+                .token_logprobs(&seq.ids, Some(&self.lora), self.cfg.chunk)?;
+            let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
+            let grads = (loss * weight)?.backward()?;
+            return Ok((
+                terms,
+                named
+                    .iter()
+                    .map(|(_, v)| grads.get(v.as_tensor()).cloned())
+                    .collect(),
+            ));
+        }
+        let model = self.model;
+        let pos = model.positions(seq.ids.len())?;
+        let mut inputs = vec![model.embed(&seq.ids)?];
+        for il in 0..model.n_layer() {
+            let out = model
+                .layer(il, &inputs[il], &pos, Some(&self.lora))?
+                .detach();
+            inputs.push(out);
+        }
+        let top = Var::from_tensor(&inputs[model.n_layer()])?;
+        let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk)?;
+        let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
+        let grads = (loss * weight)?.backward()?;
+        let mut upstream = match grads.get(top.as_tensor()) {
+            Some(g) => g.clone(),
+            None => return Ok((terms, vec![None; named.len()])),
+        };
+        let mut out: Vec<Option<Tensor>> = vec![None; named.len()];
+        for il in (0..model.n_layer()).rev() {
+            let x = Var::from_tensor(&inputs[il])?;
+            let y = model.layer(il, x.as_tensor(), &pos, Some(&self.lora))?;
+            let grads = (y * &upstream)?.sum_all()?.backward()?;
+            let prefix = format!("blk.{il}.");
+            for (slot, (name, v)) in out.iter_mut().zip(&named) {
+                if name.starts_with(&prefix) {
+                    *slot = grads.get(v.as_tensor()).cloned();
+                }
+            }
+            if il > 0 {
+                upstream = grads
+                    .get(x.as_tensor())
+                    .cloned()
+                    .unwrap_or(upstream.zeros_like()?);
+            }
+        }
+        Ok((terms, out))
+    }
+
     /// One optimizer step over the next batch.
     pub fn train_step(&mut self) -> Result<StepReport, TrainError> {
         let total = self.total_steps();
@@ -188,17 +254,13 @@ impl<'m> Trainer<'m> {
             let i = self.index_at(k);
             let seq = &self.data[i];
             tokens += seq.ids.len();
-            let lp = self
-                .model
-                .token_logprobs(&seq.ids, Some(&self.lora), self.cfg.chunk)?;
-            let (loss, terms) = sequence_loss(seq, &lp, &self.lag[i], &self.cfg.loss)?;
+            let (terms, grads) = self.sequence_gradients(seq, &self.lag[i], 1.0 / n as f64)?;
             add(&mut mean, &terms, 1.0 / n as f32);
-            let grads = (loss / n as f64)?.backward()?;
-            for (slot, v) in acc.iter_mut().zip(&vars) {
-                if let Some(g) = grads.get(v.as_tensor()) {
+            for (slot, g) in acc.iter_mut().zip(grads) {
+                if let Some(g) = g {
                     *slot = Some(match slot.take() {
                         Some(a) => (a + g)?,
-                        None => g.clone(),
+                        None => g,
                     });
                 }
             }

@@ -125,4 +125,18 @@ fn merged_export_loads_in_llama_cpp_and_matches_the_trainer() {
     );
     let la = a.tensor("blk.0.attn_q.weight.lora_a").unwrap();
     assert_eq!(la.dims, vec![64, 4]);
+
+    // llama.cpp applies the adapter to the unquantized base: no q8_0 rounding.
+    let cfg = EngineConfig {
+        slots: 1,
+        n_ctx: 64,
+        threads: 2,
+        adapter: Some(adapter.clone()),
+        ..EngineConfig::default()
+    };
+    let with_adapter = Engine::load(&base, cfg).unwrap().score(&ids).unwrap();
+    let adapter_err = gap(&trained, &with_adapter);
+    println!("adapter applied by llama.cpp differs by up to {adapter_err:.5}");
+    assert!(adapter_err < 1e-3, "adapter route: {adapter_err}");
+    assert!(adapter_err < err, "the adapter route avoids q8_0 rounding");
 }

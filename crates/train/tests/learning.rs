@@ -60,6 +60,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         checkpoint_every: 0,
         chunk: 7,
         seed: 3,
+        recompute: true,
     }
 }
 
@@ -309,4 +310,63 @@ fn an_interrupted_run_resumes_with_identical_losses() {
         "resumed losses must equal the uninterrupted run"
     );
     assert_eq!(&full[..4], &seen[..4]);
+}
+
+#[test]
+fn per_layer_recomputation_gives_the_same_gradients() {
+    let dir = tempfile::tempdir().unwrap();
+    for arch in [Arch::Qwen2, Arch::Gemma3] {
+        let m = Model::load(&model(dir.path(), arch)).unwrap();
+        let mut s = seq(
+            &[3, 300, 301, 302, 303, 4, 5, 306, 307, 308, 309, 310, 311],
+            6,
+            0.7,
+        );
+        s.roles[2] = TokenRole::Env;
+        s.roles[3] = TokenRole::User;
+        let mut plain_cfg = small_cfg(1e-3, 1);
+        plain_cfg.recompute = false;
+        let plain = Trainer::new(&m, vec![s.clone()], plain_cfg).unwrap();
+        randomize_b(&plain);
+        let recompute = Trainer::new(&m, vec![s.clone()], small_cfg(1e-3, 1)).unwrap();
+        for ((_, a), (_, b)) in plain
+            .lora
+            .named_vars()
+            .iter()
+            .zip(recompute.lora.named_vars())
+        {
+            b.set(a.as_tensor()).unwrap();
+        }
+        let lag = m
+            .token_logprobs(&s.ids, None, 5)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let (t1, g1) = plain.sequence_gradients(&s, &lag, 1.0).unwrap();
+        let (t2, g2) = recompute.sequence_gradients(&s, &lag, 1.0).unwrap();
+        assert_eq!(t1, t2);
+        for ((name, _), (a, b)) in plain.lora.named_vars().iter().zip(g1.iter().zip(&g2)) {
+            let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
+            let diff = (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let scale = a
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff <= 1e-4 * scale.max(1e-6),
+                "{}: {name} differs by {diff} (scale {scale})",
+                arch.as_str()
+            );
+        }
+    }
 }

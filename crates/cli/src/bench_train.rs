@@ -1,0 +1,224 @@
+//! `reverie bench train` and `reverie bench export`: the trainer against
+//! PyTorch + PEFT, and the q8_0 export against llama.cpp's quantize tool.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use reverie_core::{Home, TokenRole};
+use reverie_train::data::Sequence;
+use reverie_train::{export, Model, TrainConfig, Trainer};
+
+use crate::output;
+
+const PEFT_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scripts/bench/peft_step.py"
+);
+
+fn peak_rss() -> u64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a properly sized out-param for getrusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_maxrss as u64 * 1024
+}
+
+/// One warm-up and one measured LoRA step on `len` tokens; prints JSON.
+pub fn train_step(model: &Path, len: usize) -> anyhow::Result<ExitCode> {
+    let m = Model::load(model)?;
+    let ids: Vec<i32> = (0..len)
+        .map(|i| (5 + (i * 7919) % (m.hp.n_vocab - 10)) as i32)
+        .collect();
+    let roles = (0..len)
+        .map(|i| {
+            if i >= len / 2 {
+                TokenRole::Action
+            } else {
+                TokenRole::Env
+            }
+        })
+        .collect();
+    let seq = Sequence {
+        ids,
+        roles,
+        advantage: 0.5,
+        reward: None,
+        group: None,
+        token_advantages: vec![],
+    };
+    let cfg = TrainConfig {
+        batch_size: 1,
+        epochs: 2,
+        checkpoint_every: 0,
+        ..TrainConfig::default()
+    };
+    let mut t = Trainer::new(&m, vec![seq], cfg)?;
+    t.train_step()?;
+    let t0 = Instant::now();
+    t.train_step()?;
+    let dt = t0.elapsed().as_secs_f64();
+    output::json(
+        &serde_json::json!({ "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss() }),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn reference_python(home: &Home, python: &str) -> anyhow::Result<PathBuf> {
+    let venv = home.root().join("bench").join("peft-venv");
+    let py = venv.join("bin").join("python");
+    let ready = Command::new(&py)
+        .args(["-c", "import torch, transformers, peft, gguf"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if ready {
+        return Ok(py);
+    }
+    eprintln!(
+        "installing the reference (torch, transformers, peft, gguf) into {}",
+        venv.display()
+    );
+    let ok = Command::new(python)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()?
+        .success()
+        && Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "torch",
+                "transformers",
+                "peft",
+                "gguf",
+                "accelerate",
+            ])
+            .status()?
+            .success();
+    if !ok {
+        bail!(
+            "could not install the PyTorch + PEFT reference into {}",
+            venv.display()
+        );
+    }
+    Ok(py)
+}
+
+fn run_json(cmd: &mut Command) -> anyhow::Result<serde_json::Value> {
+    let out = cmd.output()?;
+    if !out.status.success() {
+        bail!("{:?} failed: {}", cmd, String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("");
+    serde_json::from_str(line).with_context(|| format!("parsing {line:?}"))
+}
+
+pub fn train(
+    home: &Home,
+    model: Option<PathBuf>,
+    lengths: Vec<usize>,
+    threads: Option<usize>,
+    python: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let model = reverie_models::active::resolve(home, model.as_deref())?;
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let py = reference_python(home, python)?;
+    let me = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    for &len in &lengths {
+        let ours = run_json(
+            Command::new(&me)
+                .args(["bench", "train-step", "--len", &len.to_string(), "--model"])
+                .arg(&model)
+                .env("RAYON_NUM_THREADS", threads.to_string()),
+        )?;
+        let theirs = run_json(
+            Command::new(&py)
+                .arg(PEFT_SCRIPT)
+                .args([
+                    "--len",
+                    &len.to_string(),
+                    "--threads",
+                    &threads.to_string(),
+                    "--gguf",
+                ])
+                .arg(&model),
+        )?;
+        let ratio =
+            |k: &str| ours[k].as_f64().unwrap_or(0.0) / theirs[k].as_f64().unwrap_or(f64::NAN);
+        rows.push(serde_json::json!({
+            "tokens": len, "ours": ours, "reference": theirs,
+            "tokens_per_s_ratio": ratio("tokens_per_s"), "peak_rss_ratio": ratio("peak_rss"),
+        }));
+        if !json {
+            eprintln!("{len} tokens: {}", rows.last().expect("pushed"));
+        }
+    }
+    let mean = |k: &str| {
+        rows.iter()
+            .map(|r| r[k].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+            / rows.len().max(1) as f64
+    };
+    let report = serde_json::json!({
+        "model": model, "threads": threads, "lengths": rows,
+        "tokens_per_s_ratio": mean("tokens_per_s_ratio"), "peak_rss_ratio": mean("peak_rss_ratio"),
+    });
+    output::json(&report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(
+    home: &Home,
+    model: Option<PathBuf>,
+    llama_src: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let model = reverie_models::active::resolve(home, model.as_deref())?;
+    let quantize =
+        crate::bench::build_llama_tool(home, llama_src.as_deref(), "llama-quantize", json)?;
+    let dir = home.root().join("bench").join("export");
+    std::fs::create_dir_all(&dir)?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+
+    let t0 = Instant::now();
+    let m = Model::load(&model)?;
+    let lora = reverie_train::Lora::new(
+        reverie_train::LoraConfig::default(),
+        &m.adaptable(&reverie_train::LoraConfig::default().targets),
+        &m.device,
+    )?;
+    let ours_out = dir.join("ours-q8_0.gguf");
+    export::write_merged_q8_0(&m, Some(&lora), &ours_out)?;
+    let ours = t0.elapsed().as_secs_f64();
+
+    let theirs_out = dir.join("llama-quantize-q8_0.gguf");
+    let t0 = Instant::now();
+    let status = Command::new(&quantize)
+        .arg("--allow-requantize")
+        .arg(&model)
+        .arg(&theirs_out)
+        .args(["Q8_0", &threads.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("llama-quantize failed");
+    }
+    let theirs = t0.elapsed().as_secs_f64();
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    output::json(&serde_json::json!({
+        "model": model, "ours_seconds": ours, "reference_seconds": theirs, "time_ratio": ours / theirs,
+        "ours_bytes": size(&ours_out), "reference_bytes": size(&theirs_out),
+        "note": "ours = load + dequantize + merge LoRA + quantize + write; reference = llama-quantize --allow-requantize Q8_0",
+    }))?;
+    let _ = std::fs::remove_file(ours_out);
+    let _ = std::fs::remove_file(theirs_out);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Renders captured terminal text (stdin) to a PNG for the README."""
 import sys
+import textwrap
 from PIL import Image, ImageDraw, ImageFont
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
-lines = sys.stdin.read().rstrip("\n").split("\n")
+lines = []
+for raw in sys.stdin.read().rstrip("\n").split("\n"):
+    lines.extend(textwrap.wrap(raw, 92, drop_whitespace=False) or [""])
 font = ImageFont.truetype(FONT, 16)
 w = max(len(l) for l in lines) * 10 + 40
 h = len(lines) * 22 + 60

@@ -15,8 +15,6 @@ use serde::Serialize;
 use crate::chat::EngineArgs;
 use crate::output;
 
-const LLAMA_SYS_VERSION: &str = env!("REVERIE_LLAMA_SYS_VERSION");
-
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Prompt and decode tokens/s: ours vs llama-bench.
@@ -29,12 +27,10 @@ pub enum BenchCommand {
         gen_tokens: usize,
         #[arg(long, default_value_t = 3)]
         reps: usize,
-        /// An existing llama-bench binary (otherwise it is built).
+        /// An existing llama-bench binary (otherwise a C API reference is
+        /// compiled against the same llama.cpp libraries).
         #[arg(long)]
         reference: Option<PathBuf>,
-        /// The llama.cpp source to build llama-bench from.
-        #[arg(long)]
-        llama_src: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -67,8 +63,6 @@ pub enum BenchCommand {
         #[arg(long)]
         model: Option<PathBuf>,
         #[arg(long)]
-        llama_src: Option<PathBuf>,
-        #[arg(long)]
         json: bool,
     },
 }
@@ -87,7 +81,6 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             gen_tokens,
             reps,
             reference,
-            llama_src,
             json,
         } => decode(
             home,
@@ -96,7 +89,6 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             gen_tokens,
             reps,
             reference,
-            llama_src,
             json,
         ),
         BenchCommand::Train {
@@ -107,15 +99,10 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             json,
         } => crate::bench_train::train(home, model, lengths, threads, &python, json),
         BenchCommand::TrainStep { model, len } => crate::bench_train::train_step(&model, len),
-        BenchCommand::Export {
-            model,
-            llama_src,
-            json,
-        } => crate::bench_train::export(home, model, llama_src, json),
+        BenchCommand::Export { model, json } => crate::bench_train::export(home, model, json),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn decode(
     home: &Home,
     engine: EngineArgs,
@@ -123,7 +110,6 @@ fn decode(
     gen_tokens: usize,
     reps: usize,
     reference: Option<PathBuf>,
-    llama_src: Option<PathBuf>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let model = reverie_models::active::resolve(home, engine.model.as_deref())?;
@@ -133,7 +119,7 @@ fn decode(
     let reps = reps.max(1);
     let reference = match reference {
         Some(r) => r,
-        None => build_llama_tool(home, llama_src.as_deref(), "llama-bench", json)?,
+        None => build_reference_bench(home, json)?,
     };
     if !json {
         eprintln!(
@@ -223,6 +209,27 @@ fn measure_reference(
     tg: usize,
     reps: usize,
 ) -> anyhow::Result<Speeds> {
+    if bin.file_name().is_some_and(|n| n == REF_BENCH) {
+        let out = Command::new(bin)
+            .arg(model)
+            .args([pp, tg, threads, reps].map(|n| n.to_string()))
+            .output()
+            .with_context(|| format!("running {}", bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("parsing the reference's JSON")?;
+        return Ok(Speeds {
+            prompt_tokens_per_s: v["prompt_tokens_per_s"].as_f64().unwrap_or(0.0),
+            decode_tokens_per_s: v["decode_tokens_per_s"].as_f64().unwrap_or(0.0),
+        });
+    }
+    // An existing llama-bench binary given with --reference.
     let out = Command::new(bin)
         .arg("-m")
         .arg(model)
@@ -264,94 +271,85 @@ fn measure_reference(
     Ok(s)
 }
 
-/// The vendored llama.cpp that llama-cpp-sys-2 compiled into this binary.
-fn vendored_source() -> Option<PathBuf> {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| dirs::home_dir().map(|h| h.join(".cargo")))?;
-    let registry = cargo_home.join("registry").join("src");
-    std::fs::read_dir(registry)
+const REF_BENCH: &str = "llama-ref-bench";
+const REF_SOURCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scripts/bench/llama_ref_bench.cpp"
+);
+
+/// The install folder (headers + static libraries) of the llama.cpp that
+/// llama-cpp-sys-2 built for this binary's profile: the newest one next to
+/// this executable.
+fn linked_llama() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let build = exe.parent()?.join("build");
+    std::fs::read_dir(build)
         .ok()?
         .filter_map(|e| e.ok())
-        .find_map(|e| {
-            let p = e
-                .path()
-                .join(format!("llama-cpp-sys-2-{LLAMA_SYS_VERSION}"))
-                .join("llama.cpp");
-            p.join("CMakeLists.txt").exists().then_some(p)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("llama-cpp-sys-2-")
+        })
+        .map(|e| e.path().join("out"))
+        .filter(|o| o.join("lib").join("libllama.a").exists())
+        .max_by_key(|o| {
+            std::fs::metadata(o.join("lib").join("libllama.a"))
+                .and_then(|m| m.modified())
+                .ok()
         })
 }
 
-/// Builds one of llama.cpp's own tools (`llama-bench`, `llama-quantize`)
-/// from the vendored source, once, with the flags Reverie's library uses.
-pub fn build_llama_tool(
+/// Compiles the C++ decode reference (llama.cpp's crate ships no
+/// llama-bench sources, so the reference is written against the C API).
+fn build_reference_bench(home: &Home, quiet: bool) -> anyhow::Result<PathBuf> {
+    build_reference(home, REF_SOURCE, REF_BENCH, quiet)
+}
+
+/// Compiles `source` against the same static llama.cpp libraries Reverie
+/// links, into `home/bench/<name>`.
+pub fn build_reference(
     home: &Home,
-    src: Option<&Path>,
-    tool: &str,
+    source: &str,
+    name: &str,
     quiet: bool,
 ) -> anyhow::Result<PathBuf> {
-    let src = match src {
-        Some(s) => s.to_path_buf(),
-        None => vendored_source().with_context(|| {
-            format!("cannot find the vendored llama.cpp (llama-cpp-sys-2 {LLAMA_SYS_VERSION}) under $CARGO_HOME/registry/src; pass --llama-src or --reference")
-        })?,
-    };
-    let build = home
-        .root()
-        .join("bench")
-        .join(format!("llama-bench-{LLAMA_SYS_VERSION}"));
-    let bin = build.join("bin").join(tool);
-    if bin.exists() {
-        return Ok(bin);
-    }
+    let out = linked_llama().context("cannot find the llama.cpp libraries this binary was built with; run it from its cargo target folder or pass --reference")?;
+    let dir = home.root().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let bin = dir.join(name);
     if !quiet {
         eprintln!(
-            "building llama-bench from {} (a few minutes, once)",
-            src.display()
+            "compiling the llama.cpp C API reference against {}",
+            out.display()
         );
     }
-    let jobs = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .to_string();
-    // The same instruction set and build type as the library Reverie links.
-    let status = Command::new("cmake")
-        .arg("-S")
-        .arg(&src)
-        .arg("-B")
-        .arg(&build)
+    let lib = out.join("lib");
+    let status = Command::new("g++")
         .args([
-            "-DCMAKE_BUILD_TYPE=Release",
-            "-DGGML_NATIVE=OFF",
-            "-DGGML_AVX=ON",
-            "-DGGML_AVX2=ON",
-            "-DGGML_FMA=ON",
-            "-DGGML_F16C=ON",
-            "-DGGML_BMI2=ON",
-            "-DGGML_SSE42=ON",
-            "-DGGML_OPENMP=ON",
-            "-DCMAKE_C_FLAGS=-march=x86-64-v3",
-            "-DCMAKE_CXX_FLAGS=-march=x86-64-v3",
-            "-DLLAMA_CURL=OFF",
-            "-DLLAMA_BUILD_TESTS=OFF",
-            "-DLLAMA_BUILD_EXAMPLES=OFF",
-            "-DLLAMA_BUILD_SERVER=OFF",
-            "-DLLAMA_BUILD_TOOLS=ON",
-            "-DBUILD_SHARED_LIBS=OFF",
+            "-O3",
+            "-march=x86-64-v3",
+            "-std=c++17",
+            "-fopenmp",
+            source,
+            "-o",
         ])
-        .stdout(std::process::Stdio::null())
+        .arg(&bin)
+        .arg(format!("-I{}", out.join("include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .args([
+            "-lllama",
+            "-lggml",
+            "-lggml-cpu",
+            "-lggml-base",
+            "-lpthread",
+            "-ldl",
+            "-lm",
+        ])
         .status()
-        .context("running cmake (install it: apt-get install cmake)")?;
+        .context("running g++ (install it: apt-get install g++)")?;
     if !status.success() {
-        bail!("cmake configure of {tool} failed");
-    }
-    let status = Command::new("cmake")
-        .arg("--build")
-        .arg(&build)
-        .args(["--target", tool, "-j", &jobs])
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    if !status.success() || !bin.exists() {
-        bail!("building {tool} failed");
+        bail!("compiling the reference benchmark failed");
     }
     Ok(bin)
 }

@@ -12,6 +12,10 @@ use reverie_train::{export, Model, TrainConfig, Trainer};
 
 use crate::output;
 
+const QUANTIZE_SOURCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scripts/bench/llama_ref_quantize.cpp"
+);
 const PEFT_SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../scripts/bench/peft_step.py"
@@ -174,15 +178,10 @@ pub fn train(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn export(
-    home: &Home,
-    model: Option<PathBuf>,
-    llama_src: Option<PathBuf>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+pub fn export(home: &Home, model: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let model = reverie_models::active::resolve(home, model.as_deref())?;
     let quantize =
-        crate::bench::build_llama_tool(home, llama_src.as_deref(), "llama-quantize", json)?;
+        crate::bench::build_reference(home, QUANTIZE_SOURCE, "llama-ref-quantize", json)?;
     let dir = home.root().join("bench").join("export");
     std::fs::create_dir_all(&dir)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -199,24 +198,25 @@ pub fn export(
     let ours = t0.elapsed().as_secs_f64();
 
     let theirs_out = dir.join("llama-quantize-q8_0.gguf");
-    let t0 = Instant::now();
-    let status = Command::new(&quantize)
-        .arg("--allow-requantize")
+    let out = Command::new(&quantize)
         .arg(&model)
         .arg(&theirs_out)
-        .args(["Q8_0", &threads.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("llama-quantize failed");
+        .arg(threads.to_string())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "llama.cpp's quantizer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let theirs = t0.elapsed().as_secs_f64();
+    let theirs = serde_json::from_slice::<serde_json::Value>(&out.stdout)?["seconds"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     output::json(&serde_json::json!({
         "model": model, "ours_seconds": ours, "reference_seconds": theirs, "time_ratio": ours / theirs,
         "ours_bytes": size(&ours_out), "reference_bytes": size(&theirs_out),
-        "note": "ours = load + dequantize + merge LoRA + quantize + write; reference = llama-quantize --allow-requantize Q8_0",
+        "note": "ours = load + dequantize + merge LoRA + quantize + write; reference = llama_model_quantize (llama-quantize) to Q8_0 with requantize",
     }))?;
     let _ = std::fs::remove_file(ours_out);
     let _ = std::fs::remove_file(theirs_out);

@@ -14,6 +14,7 @@ mod doctor;
 mod export;
 mod home;
 mod model_cmd;
+mod night_cmd;
 mod output;
 mod train_cmd;
 
@@ -53,6 +54,14 @@ enum Command {
     /// List, rename or delete channels.
     #[command(subcommand)]
     Channel(channel_cmd::ChannelCommand),
+    /// Run the night: judge the day, train, verify and deploy a new checkpoint.
+    Sleep(night_cmd::SleepArgs),
+    /// Night records.
+    #[command(subcommand)]
+    Night(night_cmd::NightCommand),
+    /// Checkpoints and rollback.
+    #[command(subcommand)]
+    Checkpoint(night_cmd::CheckpointCommand),
     /// Train a LoRA on sequences with roles and advantages; export q8_0 GGUF.
     Train(train_cmd::TrainArgs),
     /// Per-token log-probs of a text under the trainer or llama.cpp.
@@ -86,6 +95,9 @@ fn main() -> ExitCode {
         Command::Channel(c) => channel_cmd::run(&home, c),
         Command::Bench(c) => bench::run(&home, c),
         Command::Train(a) => train_cmd::train(&home, a),
+        Command::Sleep(a) => night_cmd::sleep(&home, a),
+        Command::Night(c) => night_cmd::night(&home, c),
+        Command::Checkpoint(c) => night_cmd::checkpoint(&home, c),
         Command::Logprobs(a) => train_cmd::logprobs(&home, a),
     };
     match result {

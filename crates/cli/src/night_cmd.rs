@@ -1,0 +1,230 @@
+//! `reverie sleep`, `reverie night` and `reverie checkpoint`.
+
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use reverie_core::Home;
+use reverie_night::{run_night, NightConfig, NightEvent};
+use reverie_store::{Store, StoreError};
+
+use crate::output;
+
+#[derive(Args)]
+pub struct SleepArgs {
+    /// A GGUF to train instead of the active model.
+    #[arg(long)]
+    model: Option<std::path::PathBuf>,
+    /// A JSON file with a `NightConfig` (any subset of fields).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Print progress as JSON lines and the outcome as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(home)?;
+    let model = reverie_models::active::resolve(home, a.model.as_deref())?;
+    let cfg: NightConfig = match &a.config {
+        Some(p) => serde_json::from_slice(&std::fs::read(p)?)?,
+        None => NightConfig::default(),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let c = cancel.clone();
+        ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
+    }
+    let bar = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let json = a.json;
+    let outcome = run_night(home, &store, &model, &cfg, &cancel, &mut |ev| {
+        if json {
+            println!("{}", serde_json::to_string(&ev).unwrap_or_default());
+            return;
+        }
+        match &ev {
+            NightEvent::StageStarted { stage } => {
+                bar.reset();
+                bar.set_length(1);
+                bar.set_prefix(stage.as_str());
+                bar.set_message("");
+            }
+            NightEvent::Item {
+                index,
+                count,
+                label,
+                ..
+            } => {
+                bar.set_length(*count as u64);
+                bar.set_position(*index as u64);
+                bar.set_message(label.chars().take(50).collect::<String>());
+            }
+            NightEvent::TrainStep {
+                step,
+                total,
+                loss,
+                oapl,
+                env,
+                user,
+                tokens_per_s,
+                eta_s,
+            } => {
+                bar.set_length(*total as u64);
+                bar.set_position(*step as u64);
+                bar.set_message(format!("loss {loss:.4} (oapl {oapl:.4} env {env:.4} user {user:.4}) {tokens_per_s:.0} tok/s, {eta_s:.0}s left"));
+            }
+            NightEvent::Note { stage, message } => {
+                bar.println(format!("{}: {message}", stage.as_str()))
+            }
+            NightEvent::StageFinished { stage, seconds } => {
+                bar.println(format!("{:>9} done in {seconds:.1}s", stage.as_str()));
+            }
+        }
+    });
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let summary = serde_json::json!({
+        "night": outcome.night,
+        "deployed": outcome.deployed,
+        "kept_reason": outcome.kept_reason,
+        "report": outcome.report,
+    });
+    if json {
+        output::json(&summary)?;
+    } else {
+        match (&outcome.deployed, &outcome.kept_reason) {
+            (Some(p), _) => println!(
+                "Good morning: night {} trained and deployed {}",
+                outcome.night,
+                p.display()
+            ),
+            (None, Some(why)) => println!(
+                "Good morning: night {} kept the current model: {why}",
+                outcome.night
+            ),
+            _ => {}
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Subcommand)]
+pub enum NightCommand {
+    /// Every night, oldest first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One night's full record.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn night(home: &Home, cmd: NightCommand) -> anyhow::Result<ExitCode> {
+    let store = Store::open(home)?;
+    let nights = store.nights()?;
+    let row = |n: &reverie_store::Night| {
+        serde_json::json!({
+            "id": n.id, "started_ms": n.started_ms, "finished_ms": n.finished_ms, "status": n.status.as_str(),
+            "stage": n.stage, "summary": n.report["summary"], "deploy": n.report["deploy"], "verify": n.report["verify"],
+        })
+    };
+    match cmd {
+        NightCommand::List { json } => {
+            let rows: Vec<_> = nights.iter().map(row).collect();
+            if json {
+                output::json(&serde_json::json!({ "nights": rows }))?;
+            } else {
+                for n in &nights {
+                    println!(
+                        "{:>4}  {:<10} {:<10} {}",
+                        n.id,
+                        n.status.as_str(),
+                        n.stage,
+                        n.report["deploy"]
+                    );
+                }
+            }
+        }
+        NightCommand::Show { id, json } => {
+            let n = nights
+                .iter()
+                .find(|n| n.id == id)
+                .ok_or(StoreError::NotFound { what: "night", id })?;
+            let mut v = row(n);
+            v["report"] = n.report.clone();
+            if json {
+                output::json(&v)?;
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Subcommand)]
+pub enum CheckpointCommand {
+    /// Every checkpoint; the active one is marked.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make an earlier (or later) checkpoint the active model.
+    Rollback { id: i64 },
+}
+
+pub fn checkpoint(home: &Home, cmd: CheckpointCommand) -> anyhow::Result<ExitCode> {
+    let store = Store::open(home)?;
+    match cmd {
+        CheckpointCommand::List { json } => {
+            let cps = store.checkpoints()?;
+            if json {
+                let rows: Vec<_> = cps
+                    .iter()
+                    .map(|c| serde_json::json!({"id": c.id, "path": c.path, "sha256": c.sha256, "parent": c.parent, "night": c.night, "created_ms": c.created_ms, "active": c.active}))
+                    .collect();
+                output::json(&serde_json::json!({ "checkpoints": rows }))?;
+            } else {
+                for c in &cps {
+                    println!(
+                        "{} {:>4}  night {:<5} {}",
+                        if c.active { "*" } else { " " },
+                        c.id,
+                        c.night.map(|n| n.to_string()).unwrap_or("-".into()),
+                        c.path
+                    );
+                }
+            }
+        }
+        CheckpointCommand::Rollback { id } => {
+            let cp = store
+                .checkpoints()?
+                .into_iter()
+                .find(|c| c.id == id)
+                .ok_or(StoreError::NotFound {
+                    what: "checkpoint",
+                    id,
+                })?;
+            let path = std::path::PathBuf::from(&cp.path);
+            reverie_models::active::set_active(home, &path)?;
+            store.activate_checkpoint(id)?;
+            println!("Reverie will now run checkpoint {id}: {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

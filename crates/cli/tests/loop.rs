@@ -1,0 +1,184 @@
+//! The whole loop on a tiny model: chat → trajectory → sleep → new GGUF →
+//! llama.cpp loads it → chat continues; then rollback.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn reverie(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reverie"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("REVERIE_HOME")
+        .output()
+        .unwrap()
+}
+
+fn last_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim().lines().last().unwrap()).unwrap()
+}
+
+fn day(home: &Path) {
+    let m = home.join("base.gguf");
+    assert!(reverie(
+        home,
+        &[
+            "model",
+            "synth",
+            "--arch",
+            "qwen2",
+            "--out",
+            m.to_str().unwrap()
+        ]
+    )
+    .status
+    .success());
+    assert!(reverie(home, &["model", "use", m.to_str().unwrap()])
+        .status
+        .success());
+    for (ch, p) in [
+        ("work", "fix the bug"),
+        ("work", "now add a test"),
+        ("notes", "summarise the file"),
+    ] {
+        last_json(&reverie(
+            home,
+            &[
+                "chat",
+                "--channel",
+                ch,
+                "--prompt",
+                p,
+                "--max-tokens",
+                "6",
+                "--json",
+            ],
+        ));
+    }
+}
+
+fn config(home: &Path, max_regression: f64) -> String {
+    let p = home.join(format!("night-{max_regression}.json"));
+    let cfg = serde_json::json!({
+        "n_ctx": 4096,
+        "retries": 1,
+        "max_perplexity_regression": max_regression,
+        "train": {"batch_size": 4, "lora": {"rank": 4, "alpha": 8.0}, "optim": {"lr": 0.001, "warmup_steps": 1}}
+    });
+    std::fs::write(&p, cfg.to_string()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn day_night_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    let out = reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, 1000.0)],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let summary = last_json(&out);
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for stage in [
+        "collect",
+        "judge",
+        "predict",
+        "advantage",
+        "train",
+        "export",
+        "verify",
+        "deploy",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "stage_finished" && e["stage"] == stage),
+            "stage {stage} did not finish: {stdout}"
+        );
+    }
+    assert!(events.iter().any(|e| e["type"] == "train_step"));
+    let deployed = summary["deployed"]
+        .as_str()
+        .expect("a checkpoint is deployed")
+        .to_string();
+    assert!(Path::new(&deployed).exists());
+    let report = &summary["report"];
+    assert!(report["tasks"].as_array().unwrap().len() >= 2, "{report}");
+    assert!(report["verify"]["perplexity_after"].is_number());
+
+    // Morning: the new model is the active one and llama.cpp serves it.
+    let list = last_json(&reverie(home, &["model", "list", "--json"]));
+    assert_eq!(
+        list["active"],
+        std::fs::canonicalize(&deployed).unwrap().to_str().unwrap()
+    );
+    let r = last_json(&reverie(
+        home,
+        &[
+            "chat",
+            "--channel",
+            "work",
+            "--prompt",
+            "good morning",
+            "--max-tokens",
+            "4",
+            "--json",
+        ],
+    ));
+    assert!(r["reply_tokens"].as_u64().unwrap() > 0);
+
+    let nights = last_json(&reverie(home, &["night", "list", "--json"]));
+    assert_eq!(nights["nights"][0]["status"], "done");
+    let cps = last_json(&reverie(home, &["checkpoint", "list", "--json"]));
+    let cps = cps["checkpoints"].as_array().unwrap();
+    assert_eq!(cps.len(), 2);
+    assert_eq!(cps[1]["active"], true);
+    let base_id = cps[0]["id"].as_i64().unwrap().to_string();
+    assert!(reverie(home, &["checkpoint", "rollback", &base_id])
+        .status
+        .success());
+    let list = last_json(&reverie(home, &["model", "list", "--json"]));
+    assert!(list["active"].as_str().unwrap().ends_with("base.gguf"));
+}
+
+#[test]
+fn a_regressed_night_keeps_the_old_model_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    let before = last_json(&reverie(home, &["model", "list", "--json"]))["active"].clone();
+    // Any change at all counts as a regression here.
+    let summary = last_json(&reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, -1.0)],
+    ));
+    assert!(summary["deployed"].is_null());
+    assert!(
+        summary["kept_reason"]
+            .as_str()
+            .unwrap()
+            .contains("perplexity"),
+        "{summary}"
+    );
+    assert_eq!(
+        last_json(&reverie(home, &["model", "list", "--json"]))["active"],
+        before
+    );
+    assert!(
+        last_json(&reverie(home, &["checkpoint", "list", "--json"]))["checkpoints"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

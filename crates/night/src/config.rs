@@ -1,0 +1,46 @@
+use serde::{Deserialize, Serialize};
+
+/// How a night runs; every field has a documented default.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NightConfig {
+    /// Messages per judge window.
+    pub window: usize,
+    /// Extra judge or value attempts (new seed) after an invalid answer.
+    pub retries: usize,
+    /// Past sub-tasks shown to the value model.
+    pub memory_k: usize,
+    /// Per day of age, a past sub-task's relevance is multiplied by this.
+    pub memory_decay_per_day: f64,
+    /// A sub-task at or above this reward counts as solved; only solved
+    /// sub-tasks get the turn bonus.
+    pub success_threshold: f32,
+    /// Weight of `(predicted turns − turns) / predicted turns` in the reward.
+    pub turn_weight: f32,
+    /// The night keeps the old model if the new one's perplexity on the
+    /// sanity text is more than this fraction worse.
+    pub max_perplexity_regression: f64,
+    pub train: reverie_train::TrainConfig,
+    /// Context size of the judge and value model.
+    pub n_ctx: u32,
+}
+
+impl Default for NightConfig {
+    fn default() -> Self {
+        let train = reverie_train::TrainConfig {
+            checkpoint_every: 1,
+            ..reverie_train::TrainConfig::default()
+        };
+        NightConfig {
+            window: 10,
+            retries: 2,
+            memory_k: 5,
+            memory_decay_per_day: 0.9,
+            success_threshold: 0.5,
+            turn_weight: 0.1,
+            max_perplexity_regression: 0.10,
+            train,
+            n_ctx: 8192,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+use serde::Serialize;
+
+/// The stages of a night, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Collect,
+    Judge,
+    Predict,
+    Advantage,
+    Train,
+    Export,
+    Verify,
+    Deploy,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 8] = [
+        Stage::Collect,
+        Stage::Judge,
+        Stage::Predict,
+        Stage::Advantage,
+        Stage::Train,
+        Stage::Export,
+        Stage::Verify,
+        Stage::Deploy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Collect => "collect",
+            Stage::Judge => "judge",
+            Stage::Predict => "predict",
+            Stage::Advantage => "advantage",
+            Stage::Train => "train",
+            Stage::Export => "export",
+            Stage::Verify => "verify",
+            Stage::Deploy => "deploy",
+        }
+    }
+}
+
+/// Everything a night reports while it runs; the only thing it sends out.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NightEvent {
+    StageStarted {
+        stage: Stage,
+    },
+    /// Item `index` (1-based) of `count` in the current stage.
+    Item {
+        stage: Stage,
+        index: usize,
+        count: usize,
+        label: String,
+    },
+    TrainStep {
+        step: usize,
+        total: usize,
+        loss: f32,
+        oapl: f32,
+        env: f32,
+        user: f32,
+        tokens_per_s: f64,
+        eta_s: f64,
+    },
+    /// Something was skipped or kept, and why.
+    Note {
+        stage: Stage,
+        message: String,
+    },
+    StageFinished {
+        stage: Stage,
+        seconds: f64,
+    },
+}

@@ -1,0 +1,524 @@
+//! The stages of a night, persisted in the night record after each one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use reverie_core::{ChannelId, Home, MessageRole, TokenRole, TokenSpan};
+use reverie_infer::{Engine, EngineConfig};
+use reverie_store::{NightStatus, Store};
+use reverie_train::data::Sequence;
+use reverie_train::{Model, Trainer};
+use serde_json::{json, Value};
+
+use crate::advantage::advantage;
+use crate::config::NightConfig;
+use crate::error::NightError;
+use crate::event::{NightEvent, Stage};
+use crate::judge::{judge_window, windows, JudgedTask};
+use crate::value::{predict, MemoryEntry, Prediction, ValueMemory};
+use crate::verify::perplexity;
+
+/// How a night ended.
+#[derive(Debug, Clone)]
+pub struct NightOutcome {
+    pub night: i64,
+    /// The new checkpoint, when one was deployed.
+    pub deployed: Option<PathBuf>,
+    /// Why the current model was kept, when it was.
+    pub kept_reason: Option<String>,
+    pub report: Value,
+}
+
+struct Night<'a> {
+    id: i64,
+    store: &'a Store,
+    report: Value,
+    on: &'a mut dyn FnMut(NightEvent),
+    cancel: &'a AtomicBool,
+}
+
+impl Night<'_> {
+    fn done(&self, stage: Stage) -> bool {
+        self.report["done"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|s| s == stage.as_str()))
+    }
+
+    fn check_cancel(&self) -> Result<(), NightError> {
+        if self.cancel.load(Ordering::SeqCst) {
+            return Err(NightError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Records a finished stage durably before the next one starts.
+    fn finish(&mut self, stage: Stage, started: Instant) -> Result<(), NightError> {
+        let secs = started.elapsed().as_secs_f64();
+        self.report["seconds"][stage.as_str()] = json!(secs);
+        if !self.report["done"].is_array() {
+            self.report["done"] = json!([]);
+        }
+        self.report["done"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!(stage.as_str()));
+        self.store
+            .update_night(self.id, NightStatus::Running, stage.as_str(), &self.report)?;
+        (self.on)(NightEvent::StageFinished {
+            stage,
+            seconds: secs,
+        });
+        Ok(())
+    }
+
+    fn note(&mut self, stage: Stage, message: String) {
+        tracing::info!(stage = stage.as_str(), "{message}");
+        if !self.report["notes"].is_array() {
+            self.report["notes"] = json!([]);
+        }
+        self.report["notes"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!({"stage": stage.as_str(), "message": message}));
+        (self.on)(NightEvent::Note { stage, message });
+    }
+}
+
+/// Past sub-tasks from earlier finished nights.
+fn memory(store: &Store, now_ms: i64) -> Result<ValueMemory, NightError> {
+    let mut m = ValueMemory::default();
+    for n in store
+        .nights()?
+        .into_iter()
+        .filter(|n| n.status == NightStatus::Done)
+    {
+        let age = (now_ms - n.started_ms).max(0) as f64 / 86_400_000.0;
+        for t in n.report["tasks"].as_array().into_iter().flatten() {
+            if let Ok(t) = serde_json::from_value::<JudgedTask>(t.clone()) {
+                m.entries.push(MemoryEntry {
+                    description: t.description,
+                    reward: t.reward,
+                    turns: t.turns,
+                    age_days: age,
+                });
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn io(e: impl std::fmt::Display) -> NightError {
+    NightError::Io(e.to_string())
+}
+
+/// Runs (or resumes) a night on the model at `model`, the one deployed today.
+pub fn run_night(
+    home: &Home,
+    store: &Store,
+    model: &Path,
+    cfg: &NightConfig,
+    cancel: &AtomicBool,
+    on: &mut dyn FnMut(NightEvent),
+) -> Result<NightOutcome, NightError> {
+    let nights = store.nights()?;
+    let (id, report) = match nights.last() {
+        Some(n) if n.status == NightStatus::Running => {
+            tracing::info!(night = n.id, stage = %n.stage, "resuming an interrupted night");
+            (n.id, n.report.clone())
+        }
+        _ => {
+            let since = nights
+                .iter()
+                .rev()
+                .find(|n| n.status == NightStatus::Done)
+                .map_or(0, |n| n.started_ms);
+            let id = store.start_night()?;
+            (id, json!({"since_ms": since, "base": model, "done": []}))
+        }
+    };
+    let mut night = Night {
+        id,
+        store,
+        report,
+        on,
+        cancel,
+    };
+    let result = stages(home, &mut night, cfg);
+    match result {
+        Ok(outcome) => {
+            store.update_night(id, NightStatus::Done, "deploy", &night.report)?;
+            Ok(outcome)
+        }
+        Err(NightError::Cancelled) => {
+            night.report["cancelled"] = json!(true);
+            store.update_night(id, NightStatus::Cancelled, "cancelled", &night.report)?;
+            Err(NightError::Cancelled)
+        }
+        Err(e) => {
+            night.report["error"] = json!(e.to_string());
+            // Left `running` so the next `sleep` resumes after the last stage.
+            store.update_night(id, NightStatus::Running, "interrupted", &night.report)?;
+            Err(e)
+        }
+    }
+}
+
+fn stages(
+    home: &Home,
+    night: &mut Night<'_>,
+    cfg: &NightConfig,
+) -> Result<NightOutcome, NightError> {
+    let base = PathBuf::from(night.report["base"].as_str().unwrap_or_default());
+    let store = night.store;
+    let dir = home.checkpoints().join(format!("night-{}", night.id));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+
+    // 1. collect
+    if !night.done(Stage::Collect) {
+        let t = Instant::now();
+        (night.on)(NightEvent::StageStarted {
+            stage: Stage::Collect,
+        });
+        let since = night.report["since_ms"].as_i64().unwrap_or(0);
+        let mut channels = Vec::new();
+        let mut total = 0;
+        for c in store.channels()? {
+            let msgs = store.messages(c.id)?;
+            if let Some(from) = msgs.iter().position(|m| m.created_ms >= since) {
+                total += msgs.len() - from;
+                channels.push(json!({"channel": c.id.0, "name": c.name, "from": from}));
+            }
+        }
+        night.report["channels"] = json!(channels);
+        night.report["counts"] = json!({"messages": total, "channels": channels.len()});
+        night.finish(Stage::Collect, t)?;
+    }
+
+    // 2-3. judge and predict with the deployed model
+    let need_model = !night.done(Stage::Judge) || !night.done(Stage::Predict);
+    if need_model {
+        let engine = Engine::load(
+            &base,
+            EngineConfig {
+                slots: 1,
+                n_ctx: cfg.n_ctx,
+                ..EngineConfig::default()
+            },
+        )?;
+        if !night.done(Stage::Judge) {
+            let t = Instant::now();
+            (night.on)(NightEvent::StageStarted {
+                stage: Stage::Judge,
+            });
+            let mut all = Vec::new();
+            for c in night.report["channels"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                let ch = ChannelId(c["channel"].as_i64().unwrap_or(0));
+                let msgs: Vec<(MessageRole, String)> = store
+                    .messages(ch)?
+                    .into_iter()
+                    .map(|m| (m.role, m.text))
+                    .collect();
+                all.extend(windows(
+                    ch,
+                    &msgs,
+                    c["from"].as_u64().unwrap_or(0) as usize,
+                    cfg.window,
+                ));
+            }
+            let mut tasks = Vec::new();
+            for (i, w) in all.iter().enumerate() {
+                night.check_cancel()?;
+                (night.on)(NightEvent::Item {
+                    stage: Stage::Judge,
+                    index: i + 1,
+                    count: all.len(),
+                    label: format!("channel {} messages {}", w.channel.0, w.messages.len()),
+                });
+                match judge_window(&engine, w, cfg.retries) {
+                    Ok(ts) => tasks.extend(ts),
+                    Err(why) => night.note(
+                        Stage::Judge,
+                        format!("skipped a window of channel {}: {why}", w.channel.0),
+                    ),
+                }
+            }
+            night.report["tasks"] = serde_json::to_value(&tasks).map_err(io)?;
+            night.finish(Stage::Judge, t)?;
+        }
+        if !night.done(Stage::Predict) {
+            let t = Instant::now();
+            (night.on)(NightEvent::StageStarted {
+                stage: Stage::Predict,
+            });
+            let tasks: Vec<JudgedTask> =
+                serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+            let started = store
+                .nights()?
+                .into_iter()
+                .find(|n| n.id == night.id)
+                .map_or(0, |n| n.started_ms);
+            let mem = memory(store, started)?;
+            let mut preds: Vec<Option<Prediction>> = Vec::new();
+            for (i, task) in tasks.iter().enumerate() {
+                night.check_cancel()?;
+                (night.on)(NightEvent::Item {
+                    stage: Stage::Predict,
+                    index: i + 1,
+                    count: tasks.len(),
+                    label: task.description.clone(),
+                });
+                match predict(
+                    &engine,
+                    &mem,
+                    &task.description,
+                    cfg.memory_k,
+                    cfg.memory_decay_per_day,
+                    cfg.retries,
+                ) {
+                    Ok(p) => preds.push(Some(p)),
+                    Err(why) => {
+                        night.note(
+                            Stage::Predict,
+                            format!("no prediction for {:?}: {why}", task.description),
+                        );
+                        preds.push(None);
+                    }
+                }
+            }
+            night.report["predictions"] = serde_json::to_value(&preds).map_err(io)?;
+            night.finish(Stage::Predict, t)?;
+        }
+    }
+
+    // 4. advantages
+    let tasks: Vec<JudgedTask> =
+        serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+    let preds: Vec<Option<Prediction>> =
+        serde_json::from_value(night.report["predictions"].clone()).unwrap_or_default();
+    if !night.done(Stage::Advantage) {
+        let t = Instant::now();
+        (night.on)(NightEvent::StageStarted {
+            stage: Stage::Advantage,
+        });
+        let advs: Vec<Option<f32>> = tasks
+            .iter()
+            .zip(&preds)
+            .map(|(t, p)| {
+                p.as_ref().map(|p| {
+                    advantage(
+                        t.reward,
+                        t.turns,
+                        p.reward,
+                        p.turns,
+                        cfg.success_threshold,
+                        cfg.turn_weight,
+                    )
+                })
+            })
+            .collect();
+        let judged: Vec<f32> = tasks.iter().map(|t| t.reward).collect();
+        let predicted: Vec<f32> = preds.iter().flatten().map(|p| p.reward).collect();
+        night.report["advantages"] = json!(advs);
+        night.report["summary"] = json!({
+            "tasks": tasks.len(),
+            "mean_reward": mean(&judged),
+            "mean_predicted": mean(&predicted),
+            "mean_abs_prediction_error": mean(&tasks.iter().zip(&preds).filter_map(|(t, p)| p.as_ref().map(|p| (t.reward - p.reward).abs())).collect::<Vec<_>>()),
+        });
+        night.finish(Stage::Advantage, t)?;
+    }
+
+    // 5. train
+    let merged = dir.join("model-q8_0.gguf");
+    if !night.done(Stage::Train) || !night.done(Stage::Export) {
+        let advs: Vec<Option<f32>> =
+            serde_json::from_value(night.report["advantages"].clone()).unwrap_or_default();
+        let seqs = sequences(store, &tasks, &preds, &advs)?;
+        if seqs.is_empty() {
+            let why =
+                "nothing to train on tonight (no judged sub-task with a prediction)".to_string();
+            night.note(Stage::Train, why.clone());
+            night.report["deploy"] = json!({"kept": why});
+            return Ok(NightOutcome {
+                night: night.id,
+                deployed: None,
+                kept_reason: Some(why),
+                report: night.report.clone(),
+            });
+        }
+        let model = Model::load(&base)?;
+        let mut tcfg = cfg.train.clone();
+        tcfg.batch_size = tcfg.batch_size.min(seqs.len()).max(1);
+        let mut trainer = Trainer::new(&model, seqs, tcfg)?;
+        if !night.done(Stage::Train) {
+            let t = Instant::now();
+            (night.on)(NightEvent::StageStarted {
+                stage: Stage::Train,
+            });
+            let cancel = night.cancel;
+            let on = &mut night.on;
+            let mut cancelled = false;
+            let reports = {
+                let mut cb = |r: &reverie_train::StepReport| {
+                    if cancel.load(Ordering::SeqCst) {
+                        cancelled = true;
+                    }
+                    on(NightEvent::TrainStep {
+                        step: r.step,
+                        total: r.total_steps,
+                        loss: r.loss.total,
+                        oapl: r.loss.oapl,
+                        env: r.loss.env,
+                        user: r.loss.user,
+                        tokens_per_s: r.tokens_per_s,
+                        eta_s: r.eta_s,
+                    })
+                };
+                trainer.run(Some(&dir.join("train")), &mut cb)?
+            };
+            if cancelled {
+                return Err(NightError::Cancelled);
+            }
+            night.report["train"] = json!({
+                "steps": trainer.step_index(),
+                "losses": reports.iter().map(|r| r.loss).collect::<Vec<_>>(),
+                "tokens": reports.iter().map(|r| r.tokens).sum::<usize>(),
+            });
+            night.finish(Stage::Train, t)?;
+        } else {
+            trainer.resume(&dir.join("train"))?;
+        }
+        // 6. export
+        let t = Instant::now();
+        (night.on)(NightEvent::StageStarted {
+            stage: Stage::Export,
+        });
+        let exp = reverie_train::export::write_merged_q8_0(&model, Some(&trainer.lora), &merged)?;
+        night.report["export"] = json!({"path": merged, "report": exp});
+        night.finish(Stage::Export, t)?;
+    }
+
+    // 7. verify
+    if !night.done(Stage::Verify) {
+        let t = Instant::now();
+        (night.on)(NightEvent::StageStarted {
+            stage: Stage::Verify,
+        });
+        let before = perplexity(&base)?;
+        let after = perplexity(&merged);
+        let verdict = match after {
+            Err(e) => {
+                json!({"ok": false, "why": format!("llama.cpp cannot run the new model: {e}"), "perplexity_before": before})
+            }
+            Ok(after) => {
+                let worse = after / before - 1.0;
+                let ok = worse <= cfg.max_perplexity_regression;
+                json!({
+                    "ok": ok,
+                    "perplexity_before": before,
+                    "perplexity_after": after,
+                    "why": if ok { String::new() } else { format!("perplexity on the sanity text rose {:.1}% ({before:.2} → {after:.2}), more than the allowed {:.0}%", worse * 100.0, cfg.max_perplexity_regression * 100.0) },
+                })
+            }
+        };
+        night.report["verify"] = verdict;
+        night.finish(Stage::Verify, t)?;
+    }
+
+    // 8. deploy
+    let verdict = night.report["verify"].clone();
+    if verdict["ok"] != json!(true) {
+        let why = verdict["why"]
+            .as_str()
+            .unwrap_or("verification failed")
+            .to_string();
+        night.note(Stage::Deploy, format!("kept the current model: {why}"));
+        night.report["deploy"] = json!({"kept": why});
+        return Ok(NightOutcome {
+            night: night.id,
+            deployed: None,
+            kept_reason: Some(why),
+            report: night.report.clone(),
+        });
+    }
+    let t = Instant::now();
+    (night.on)(NightEvent::StageStarted {
+        stage: Stage::Deploy,
+    });
+    if store.checkpoints()?.is_empty() {
+        // The model the day ran on becomes the first checkpoint, so the
+        // night can be rolled back.
+        let sha = reverie_models::fetch::sha256_file(&base)?;
+        store.add_checkpoint(&base.display().to_string(), &sha, None, true)?;
+    }
+    let sha = reverie_models::fetch::sha256_file(&merged)?;
+    let cp = store.add_checkpoint(&merged.display().to_string(), &sha, Some(night.id), true)?;
+    reverie_models::active::set_active(home, &merged)?;
+    night.report["deploy"] = json!({"checkpoint": cp, "path": merged});
+    night.finish(Stage::Deploy, t)?;
+    Ok(NightOutcome {
+        night: night.id,
+        deployed: Some(merged),
+        kept_reason: None,
+        report: night.report.clone(),
+    })
+}
+
+fn mean(v: &[f32]) -> Option<f32> {
+    (!v.is_empty()).then(|| v.iter().sum::<f32>() / v.len() as f32)
+}
+
+/// Training sequences: each judged sub-task is its channel's recorded tokens
+/// up to the sub-task's last message, with earlier replies demoted to
+/// context (the advantage belongs to this sub-task's actions only); each
+/// value prediction is a sequence rewarded for its accuracy.
+fn sequences(
+    store: &Store,
+    tasks: &[JudgedTask],
+    preds: &[Option<Prediction>],
+    advs: &[Option<f32>],
+) -> Result<Vec<Sequence>, NightError> {
+    let mut out = Vec::new();
+    for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
+        let Some(adv) = adv else { continue };
+        let msgs = store.messages(ChannelId(task.channel))?;
+        let mut span = TokenSpan::default();
+        for (i, m) in msgs.iter().enumerate().take(task.last + 1) {
+            let mut s = m.tokens.clone();
+            if i < task.first {
+                for r in s.roles.iter_mut().filter(|r| **r == TokenRole::Action) {
+                    *r = TokenRole::Context;
+                }
+            }
+            span.append(&s);
+        }
+        if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
+            out.push(Sequence {
+                ids: span.ids,
+                roles: span.roles,
+                advantage: *adv,
+                reward: None,
+                group: None,
+                token_advantages: vec![],
+            });
+        }
+        if let Some(p) = pred {
+            if p.tokens.len() >= 2 {
+                out.push(Sequence {
+                    ids: p.tokens.ids.clone(),
+                    roles: p.tokens.roles.clone(),
+                    advantage: 0.0,
+                    reward: Some(1.0 - (p.reward - task.reward).abs()),
+                    group: Some("value-model".into()),
+                    token_advantages: vec![],
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -182,3 +182,95 @@ fn a_regressed_night_keeps_the_old_model_and_says_why() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_killed_night_resumes_after_its_last_finished_stage() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    let cfg = config(home, 1000.0);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reverie"))
+        .arg("--home")
+        .arg(home)
+        .args(["sleep", "--json", "--config", &cfg])
+        .env_remove("REVERIE_HOME")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Kill it (SIGKILL) as soon as the judge stage is recorded.
+    while let Some(Ok(l)) = lines.next() {
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap_or_default();
+        if v["type"] == "stage_finished" && v["stage"] == "judge" {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    child.wait().unwrap();
+    let nights = last_json(&reverie(home, &["night", "list", "--json"]));
+    assert_eq!(nights["nights"][0]["status"], "running");
+
+    let out = reverie(home, &["sleep", "--json", "--config", &cfg]);
+    let summary = last_json(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let started: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "stage_started")
+        .map(|e| e["stage"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !started.contains(&"collect".to_string()) && !started.contains(&"judge".to_string()),
+        "{started:?}"
+    );
+    assert!(started.contains(&"predict".to_string()) && started.contains(&"train".to_string()));
+    assert_eq!(summary["night"], 1, "the same night continues");
+    assert!(summary["deployed"].is_string());
+    let nights = last_json(&reverie(home, &["night", "list", "--json"]));
+    assert_eq!(nights["nights"].as_array().unwrap().len(), 1);
+    assert_eq!(nights["nights"][0]["status"], "done");
+}
+
+#[test]
+fn ctrl_c_during_training_cancels_and_keeps_the_model() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    let before = last_json(&reverie(home, &["model", "list", "--json"]))["active"].clone();
+    let cfg = home.join("long.json");
+    std::fs::write(&cfg, r#"{"retries":1,"n_ctx":4096,"train":{"batch_size":1,"epochs":200,"lora":{"rank":4,"alpha":8.0}}}"#).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reverie"))
+        .arg("--home")
+        .arg(home)
+        .args(["sleep", "--json", "--config", cfg.to_str().unwrap()])
+        .env_remove("REVERIE_HOME")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(Ok(l)) = lines.next() {
+        if l.contains("\"train_step\"") {
+            // SIGINT, as Ctrl-C sends
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            break;
+        }
+    }
+    for _ in lines.by_ref() {}
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("cancelled"), "{err}");
+    let nights = last_json(&reverie(home, &["night", "list", "--json"]));
+    assert_eq!(nights["nights"][0]["status"], "cancelled");
+    assert_eq!(
+        last_json(&reverie(home, &["model", "list", "--json"]))["active"],
+        before
+    );
+}

@@ -31,4 +31,4 @@ pub use error::NightError;
 pub use event::{NightEvent, Stage};
 pub use judge::{JudgedTask, Window};
 pub use pipeline::{run_night, NightOutcome};
-pub use value::{Prediction, ValueMemory};
+pub use value::{predict, MemoryEntry, Prediction, ValueMemory};

@@ -16,7 +16,7 @@ use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
 use crate::judge::{judge_window, windows, JudgedTask};
-use crate::value::{predict, MemoryEntry, Prediction, ValueMemory};
+use crate::value::{predict, Prediction, ValueMemory};
 use crate::verify::perplexity;
 
 /// How a night ended.
@@ -83,29 +83,6 @@ impl Night<'_> {
             .push(json!({"stage": stage.as_str(), "message": message}));
         (self.on)(NightEvent::Note { stage, message });
     }
-}
-
-/// Past sub-tasks from earlier finished nights.
-fn memory(store: &Store, now_ms: i64) -> Result<ValueMemory, NightError> {
-    let mut m = ValueMemory::default();
-    for n in store
-        .nights()?
-        .into_iter()
-        .filter(|n| n.status == NightStatus::Done)
-    {
-        let age = (now_ms - n.started_ms).max(0) as f64 / 86_400_000.0;
-        for t in n.report["tasks"].as_array().into_iter().flatten() {
-            if let Ok(t) = serde_json::from_value::<JudgedTask>(t.clone()) {
-                m.entries.push(MemoryEntry {
-                    description: t.description,
-                    reward: t.reward,
-                    turns: t.turns,
-                    age_days: age,
-                });
-            }
-        }
-    }
-    Ok(m)
 }
 
 fn io(e: impl std::fmt::Display) -> NightError {
@@ -262,7 +239,7 @@ fn stages(
                 .into_iter()
                 .find(|n| n.id == night.id)
                 .map_or(0, |n| n.started_ms);
-            let mem = memory(store, started)?;
+            let mem = ValueMemory::from_finished_nights(store, started)?;
             let mut preds: Vec<Option<Prediction>> = Vec::new();
             for (i, task) in tasks.iter().enumerate() {
                 night.check_cancel()?;
@@ -362,26 +339,22 @@ fn stages(
             });
             let cancel = night.cancel;
             let on = &mut night.on;
-            let mut cancelled = false;
-            let reports = {
-                let mut cb = |r: &reverie_train::StepReport| {
-                    if cancel.load(Ordering::SeqCst) {
-                        cancelled = true;
-                    }
-                    on(NightEvent::TrainStep {
-                        step: r.step,
-                        total: r.total_steps,
-                        loss: r.loss.total,
-                        oapl: r.loss.oapl,
-                        env: r.loss.env,
-                        user: r.loss.user,
-                        tokens_per_s: r.tokens_per_s,
-                        eta_s: r.eta_s,
-                    })
-                };
-                trainer.run(Some(&dir.join("train")), &mut cb)?
+            let mut cb = |r: &reverie_train::StepReport| {
+                on(NightEvent::TrainStep {
+                    step: r.step,
+                    total: r.total_steps,
+                    loss: r.loss.total,
+                    oapl: r.loss.oapl,
+                    env: r.loss.env,
+                    user: r.loss.user,
+                    tokens_per_s: r.tokens_per_s,
+                    eta_s: r.eta_s,
+                })
             };
-            if cancelled {
+            let reports = trainer.run_while(Some(&dir.join("train")), &mut cb, &|| {
+                !cancel.load(Ordering::SeqCst)
+            })?;
+            if !trainer.is_done() {
                 return Err(NightError::Cancelled);
             }
             night.report["train"] = json!({

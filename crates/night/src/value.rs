@@ -36,6 +36,33 @@ fn words(s: &str) -> HashSet<String> {
 }
 
 impl ValueMemory {
+    /// Sub-tasks of every *finished* night, aged relative to `now_ms`. A
+    /// running night's own judgements are never included.
+    pub fn from_finished_nights(
+        store: &reverie_store::Store,
+        now_ms: i64,
+    ) -> Result<ValueMemory, reverie_store::StoreError> {
+        let mut m = ValueMemory::default();
+        for n in store
+            .nights()?
+            .into_iter()
+            .filter(|n| n.status == reverie_store::NightStatus::Done)
+        {
+            let age = (now_ms - n.started_ms).max(0) as f64 / 86_400_000.0;
+            for t in n.report["tasks"].as_array().into_iter().flatten() {
+                if let Ok(t) = serde_json::from_value::<crate::judge::JudgedTask>(t.clone()) {
+                    m.entries.push(MemoryEntry {
+                        description: t.description,
+                        reward: t.reward,
+                        turns: t.turns,
+                        age_days: age,
+                    });
+                }
+            }
+        }
+        Ok(m)
+    }
+
     /// The `k` entries most relevant to `task`: word overlap (Jaccard)
     /// weighted by `decay^age_days`.
     pub fn nearest(&self, task: &str, k: usize, decay: f64) -> Vec<&MemoryEntry> {

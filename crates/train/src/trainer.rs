@@ -294,11 +294,29 @@ impl<'m> Trainer<'m> {
         dir: Option<&Path>,
         progress: &mut dyn FnMut(&StepReport),
     ) -> Result<Vec<StepReport>, TrainError> {
+        self.run_while(dir, progress, &|| true)
+    }
+
+    /// Like [`Trainer::run`], but stops early (after saving a checkpoint)
+    /// as soon as `keep_going` answers false; [`Trainer::is_done`] then
+    /// tells whether it finished.
+    pub fn run_while(
+        &mut self,
+        dir: Option<&Path>,
+        progress: &mut dyn FnMut(&StepReport),
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<Vec<StepReport>, TrainError> {
         if let Some(d) = dir {
             self.resume(d)?;
         }
         let mut reports = Vec::new();
         while !self.is_done() {
+            if !keep_going() {
+                if let Some(d) = dir {
+                    self.save_checkpoint(d)?;
+                }
+                break;
+            }
             let r = self.train_step()?;
             progress(&r);
             reports.push(r);

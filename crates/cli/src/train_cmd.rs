@@ -183,7 +183,8 @@ pub enum ScoreEngine {
 pub struct LogprobsArgs {
     #[arg(long)]
     model: PathBuf,
-    /// A text file; it is tokenized by llama.cpp (special tokens allowed).
+    /// A text file; llama.cpp tokenizes it (BOS added when the model wants
+    /// one, special-token text parsed).
     #[arg(long)]
     text: PathBuf,
     #[arg(long, value_enum, default_value = "infer")]
@@ -203,7 +204,7 @@ pub fn logprobs(_home: &Home, a: LogprobsArgs) -> anyhow::Result<ExitCode> {
             ..EngineConfig::default()
         },
     )?;
-    let ids = engine.tokenize(&text, true);
+    let ids = engine.tokenize_document(&text);
     if ids.len() < 2 {
         bail!("{} has fewer than two tokens", a.text.display());
     }

@@ -313,6 +313,19 @@ impl Engine {
             .collect()
     }
 
+    /// Tokens of a whole document: the model's BOS first when it wants one,
+    /// control-token text parsed.
+    pub fn tokenize_document(&self, text: &str) -> Vec<i32> {
+        let model = self.shared.model();
+        model
+            .llama
+            .vocab()
+            .tokenize(text.as_bytes(), true, true)
+            .into_iter()
+            .map(|t| t.0)
+            .collect()
+    }
+
     /// Text of `ids`; `special` renders control tokens as their text.
     pub fn detokenize(&self, ids: &[i32], special: bool) -> String {
         let model = self.shared.model();

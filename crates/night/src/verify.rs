@@ -16,7 +16,7 @@ pub fn perplexity(path: &Path) -> Result<f64, reverie_infer::InferError> {
             ..EngineConfig::default()
         },
     )?;
-    let ids = engine.tokenize(SANITY_TEXT, false);
+    let ids = engine.tokenize_document(SANITY_TEXT);
     let lps = engine.score(&ids)?;
     let mean = lps.iter().map(|&x| x as f64).sum::<f64>() / lps.len().max(1) as f64;
     Ok((-mean).exp())

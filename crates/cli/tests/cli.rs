@@ -1,49 +1,8 @@
 //! The `reverie` binary end to end, on synthetic models and a real store.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod util;
 
-fn reverie(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("REVERIE_HOME")
-        .output()
-        .unwrap()
-}
-
-fn ok_json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        stdout.trim().lines().count(),
-        1,
-        "one JSON object expected: {stdout}"
-    );
-    serde_json::from_str(stdout.trim()).unwrap()
-}
-
-fn synth(home: &Path, arch: &str) -> PathBuf {
-    let path = home.join(format!("{arch}.gguf"));
-    let out = reverie(
-        home,
-        &[
-            "model",
-            "synth",
-            "--arch",
-            arch,
-            "--out",
-            path.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success());
-    path
-}
+use util::{json as ok_json, reverie, synth};
 
 #[test]
 fn chat_one_shot_records_and_exports_exact_tokens() {

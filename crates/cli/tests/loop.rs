@@ -1,28 +1,11 @@
 //! The whole loop on a tiny model: chat → trajectory → sleep → new GGUF →
 //! llama.cpp loads it → chat continues; then rollback.
 
+mod util;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn reverie(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("REVERIE_HOME")
-        .output()
-        .unwrap()
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim().lines().last().unwrap()).unwrap()
-}
+use util::{command, json as last_json, reverie};
 
 fn day(home: &Path) {
     let m = home.join("base.gguf");
@@ -191,11 +174,8 @@ fn a_killed_night_resumes_after_its_last_finished_stage() {
     let home = dir.path();
     day(home);
     let cfg = config(home, 1000.0);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
+    let mut child = command(home)
         .args(["sleep", "--json", "--config", &cfg])
-        .env_remove("REVERIE_HOME")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -244,11 +224,8 @@ fn ctrl_c_during_training_cancels_and_keeps_the_model() {
     let before = last_json(&reverie(home, &["model", "list", "--json"]))["active"].clone();
     let cfg = home.join("long.json");
     std::fs::write(&cfg, r#"{"retries":1,"n_ctx":4096,"train":{"batch_size":1,"epochs":200,"lora":{"rank":4,"alpha":8.0}}}"#).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
+    let mut child = command(home)
         .args(["sleep", "--json", "--config", cfg.to_str().unwrap()])
-        .env_remove("REVERIE_HOME")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,36 +1,16 @@
 //! `reverie train` and `reverie logprobs` end to end.
 
+mod util;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
+
 use std::time::{Duration, Instant};
 
-fn reverie(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use util::{command, json, reverie, synth};
 
 fn setup(home: &Path) -> String {
-    let model = home.join("m.gguf");
-    let m = model.to_str().unwrap().to_string();
-    assert!(
-        reverie(home, &["model", "synth", "--arch", "qwen2", "--out", &m])
-            .status
-            .success()
-    );
-    m
+    synth(home, "qwen2").to_str().unwrap().to_string()
 }
 
 #[test]
@@ -226,9 +206,7 @@ fn kill_9_mid_training_then_resume_gives_the_same_losses() {
 
     let (out, log) = (home.join("killed"), home.join("killed.log"));
     let a = args(&out, &log);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reverie"))
-        .arg("--home")
-        .arg(home)
+    let mut child = command(home)
         .args(&a)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -78,27 +78,28 @@ pub fn write_merged_q8_0(
         Some((_, v)) => *v = Value::U32(FTYPE_Q8_0),
         None => metadata.push(("general.file_type".into(), Value::U32(FTYPE_Q8_0))),
     }
+    let adapted = |name: &str| lora.is_some_and(|l| l.adapters.contains_key(name));
     let plan: Vec<(String, Vec<u64>, GgmlType)> = base
         .tensors
         .iter()
         .map(|t| {
-            let quantize = t.dims.len() == 2 && t.dims[0] % 32 == 0;
-            (
-                t.name.clone(),
-                t.dims.clone(),
-                if quantize { GgmlType::Q8_0 } else { t.dtype },
-            )
+            let target = if t.dims.len() == 2 && t.dims[0] % 32 == 0 {
+                GgmlType::Q8_0
+            } else if adapted(&t.name) {
+                // A merged weight whose rows do not fit q8_0 blocks stays exact.
+                GgmlType::F32
+            } else {
+                t.dtype
+            };
+            (t.name.clone(), t.dims.clone(), target)
         })
         .collect();
     let mut writer = GgufWriter::create(out, &metadata, &plan).map_err(io(out))?;
     let mut src = File::open(&model.path).map_err(io(&model.path))?;
-    let content = {
-        let mut f = File::open(&model.path).map_err(io(&model.path))?;
-        gguf_file::Content::read(&mut f).map_err(|e| TrainError::Model {
-            path: model.path.clone(),
-            reason: e.to_string(),
-        })?
-    };
+    let content = gguf_file::Content::read(&mut src).map_err(|e| TrainError::Model {
+        path: model.path.clone(),
+        reason: e.to_string(),
+    })?;
     let mut report = ExportReport {
         tensors: plan.len(),
         merged: 0,
@@ -107,40 +108,25 @@ pub fn write_merged_q8_0(
         bytes: 0,
     };
     for (info, (name, _, target)) in base.tensors.iter().zip(&plan) {
-        let raw_len = info.byte_len().expect("validated by GgufFile::open") as usize;
-        let bytes = if *target == info.dtype {
-            // Same type (1-D, odd rows, or already q8_0 and not adapted): copy.
-            let adapted = lora.is_some_and(|l| l.adapters.contains_key(name));
-            if !adapted {
-                report.kept += 1;
-                let mut buf = vec![0u8; raw_len];
-                src.seek(SeekFrom::Start(base.data_offset + info.offset))
-                    .map_err(io(&model.path))?;
-                src.read_exact(&mut buf).map_err(io(&model.path))?;
-                writer.write_tensor(name, &buf).map_err(io(out))?;
-                report.bytes += buf.len() as u64;
-                continue;
-            }
-            quantize_q8_0(&merged(
-                model,
-                lora,
-                name,
-                &content,
-                &mut File::open(&model.path).map_err(io(&model.path))?,
-            )?)
+        let bytes = if *target == info.dtype && !adapted(name) {
+            // 1-D, odd rows, or already q8_0 and not adapted: copy as is.
+            report.kept += 1;
+            let mut buf = vec![0u8; info.byte_len().expect("validated by GgufFile::open") as usize];
+            src.seek(SeekFrom::Start(base.data_offset + info.offset))
+                .map_err(io(&model.path))?;
+            src.read_exact(&mut buf).map_err(io(&model.path))?;
+            buf
         } else {
-            quantize_q8_0(&merged(
-                model,
-                lora,
-                name,
-                &content,
-                &mut File::open(&model.path).map_err(io(&model.path))?,
-            )?)
+            let values = merged(model, lora, name, &content, &mut src)?;
+            report.merged += usize::from(adapted(name));
+            match target {
+                GgmlType::Q8_0 => {
+                    report.quantized += 1;
+                    quantize_q8_0(&values)
+                }
+                _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            }
         };
-        if lora.is_some_and(|l| l.adapters.contains_key(name)) {
-            report.merged += 1;
-        }
-        report.quantized += 1;
         report.bytes += bytes.len() as u64;
         writer.write_tensor(name, &bytes).map_err(io(out))?;
     }

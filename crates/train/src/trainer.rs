@@ -208,14 +208,36 @@ impl<'m> Trainer<'m> {
                 .detach();
             inputs.push(out);
         }
-        let top = Var::from_tensor(&inputs[model.n_layer()])?;
-        let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk)?;
-        let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
-        let grads = (loss * weight)?.backward()?;
-        let mut upstream = match grads.get(top.as_tensor()) {
+        // The LM head in two passes, so only one chunk of `[positions,
+        // vocab]` activations is alive at a time: first the log-probs
+        // without a graph and the loss's gradient with respect to them, then
+        // each chunk again with its own backward.
+        let top = inputs[model.n_layer()].clone();
+        let lp = Var::from_tensor(&model.head_logprobs(&top, &seq.ids, self.cfg.chunk)?)?;
+        let (loss, terms) = sequence_loss(seq, lp.as_tensor(), lag, &self.cfg.loss)?;
+        let lp_grad = match (loss * weight)?.backward()?.get(lp.as_tensor()) {
             Some(g) => g.clone(),
             None => return Ok((terms, vec![None; named.len()])),
         };
+        let t = seq.ids.len();
+        let chunk = self.cfg.chunk.max(1);
+        let mut parts = Vec::new();
+        let mut start = 0;
+        while start < t - 1 {
+            let n = chunk.min(t - 1 - start);
+            // Positions start..start+n predict ids start+1..=start+n.
+            let h = Var::from_tensor(&top.narrow(0, start, n + 1)?)?;
+            let lp = model.head_logprobs(h.as_tensor(), &seq.ids[start..start + n + 1], chunk)?;
+            let g = (lp * lp_grad.narrow(0, start, n)?)?.sum_all()?.backward()?;
+            let gh = g
+                .get(h.as_tensor())
+                .cloned()
+                .unwrap_or(h.as_tensor().zeros_like()?);
+            parts.push(gh.narrow(0, 0, n)?);
+            start += n;
+        }
+        parts.push(top.narrow(0, t - 1, 1)?.zeros_like()?);
+        let mut upstream = Tensor::cat(&parts, 0)?;
         let mut out: Vec<Option<Tensor>> = vec![None; named.len()];
         for il in (0..model.n_layer()).rev() {
             let x = Var::from_tensor(&inputs[il])?;

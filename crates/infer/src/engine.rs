@@ -382,6 +382,14 @@ impl Engine {
         Transcript::restore(messages, tokens, rendered)
     }
 
+    /// `system` with the tool definitions appended in the form the model's
+    /// own chat template uses (Qwen/Hermes `<tools>` block when it has one).
+    pub fn system_prompt_with_tools(&self, system: &str, tools: &[serde_json::Value]) -> String {
+        let model = self.shared.model();
+        let template = model.llama.meta_val_str("tokenizer.chat_template").ok();
+        crate::tools::system_with_tools(template.as_deref(), system, tools)
+    }
+
     /// Appends messages without asking for a reply (e.g. a system prompt).
     pub fn append_messages(
         &self,

@@ -38,6 +38,7 @@ mod prompt;
 mod sampler;
 mod scheduler;
 mod score;
+mod tools;
 mod utf8;
 mod worker;
 
@@ -47,6 +48,7 @@ pub use model::ModelInfo;
 pub use prompt::{ChatMessage, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
+pub use tools::python_json;
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.
 pub fn json_schema_to_gbnf(schema: &serde_json::Value) -> Result<String, InferError> {

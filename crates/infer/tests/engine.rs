@@ -391,3 +391,34 @@ fn watchdog_ends_a_hung_generation_and_the_channel_continues() {
     assert_eq!(again.reason, StopReason::MaxTokens);
     assert_eq!(&again.ids[..3], &hung.ids[..]);
 }
+
+#[test]
+fn tool_definitions_reach_the_model_inside_the_system_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::load(synth_model(dir.path(), Arch::Qwen2, 12), config()).unwrap();
+    let tools = [
+        serde_json::json!({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}),
+    ];
+    let system = engine.system_prompt_with_tools("Be brief.", &tools);
+    assert!(system.contains("read_file") && system.contains("<tool_call>"));
+    let mut t = Transcript::default();
+    let span = engine
+        .extend_transcript(
+            &mut t,
+            &[
+                ChatMessage::new(MessageRole::System, system.clone()),
+                user("hi"),
+            ],
+        )
+        .unwrap();
+    assert!(t.rendered().contains("\"name\": \"read_file\""));
+    // the system text (tools included) is conditioning only
+    let user_ids: Vec<i32> = span
+        .ids
+        .iter()
+        .zip(&span.roles)
+        .filter(|(_, r)| **r == TokenRole::User)
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(engine.detokenize(&user_ids, false), "hi");
+}

@@ -41,6 +41,16 @@ struct RawTask {
     reason: String,
 }
 
+/// A sub-task ends with the assistant's answer: a span the judge closed on
+/// the user's request is extended to the assistant message that follows.
+fn answer_end(w: &Window, last: usize) -> usize {
+    let pos = w.messages.iter().position(|(i, _, _)| *i == last);
+    match pos.map(|p| (&w.messages[p], w.messages.get(p + 1))) {
+        Some(((_, MessageRole::User, _), Some((next, MessageRole::Assistant, _)))) => *next,
+        _ => last,
+    }
+}
+
 /// Splits a channel's messages from `from` on into windows of `size`.
 pub fn windows(
     channel: ChannelId,
@@ -131,6 +141,10 @@ pub fn judge_window(
             .subtasks
             .into_iter()
             .filter(|t| t.first <= t.last && t.first >= lo && t.last <= hi)
+            .map(|t| RawTask {
+                last: answer_end(w, t.last),
+                ..t
+            })
             .map(|t| JudgedTask {
                 channel: w.channel.0,
                 description: t.description.trim().to_string(),
@@ -190,4 +204,37 @@ pub fn ask_json(
     }
     span.append(&reply.span());
     Ok((reply.text, span))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_end_on_the_answer_and_windows_skip_the_system_prompt() {
+        let msgs = vec![
+            (MessageRole::System, "sys".to_string()),
+            (MessageRole::User, "q1".into()),
+            (MessageRole::Assistant, "a1".into()),
+            (MessageRole::User, "q2".into()),
+            (MessageRole::Assistant, "a2".into()),
+        ];
+        let ws = windows(ChannelId(1), &msgs, 0, 3);
+        assert_eq!(ws.len(), 2);
+        assert_eq!(
+            ws[0].messages.iter().map(|m| m.0).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(
+            answer_end(&ws[0], 1),
+            2,
+            "a span closed on a request takes its answer"
+        );
+        assert_eq!(answer_end(&ws[0], 2), 2);
+        assert_eq!(
+            answer_end(&ws[0], 3),
+            3,
+            "no answer inside the window: unchanged"
+        );
+    }
 }

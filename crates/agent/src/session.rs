@@ -107,7 +107,7 @@ impl<'a> ChannelSession<'a> {
         self.transcript = t;
 
         let req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
-        let generation = match self.engine.generate(req) {
+        let mut generation = match self.engine.generate(req) {
             Ok(g) => g,
             Err(e) => {
                 on_event(ChatEvent::Error {
@@ -123,7 +123,7 @@ impl<'a> ChannelSession<'a> {
         let mut reply = String::new();
         let mut finish = (StopReason::Cancelled, reverie_infer::Usage::default());
         let mut failure = None;
-        for ev in generation {
+        for ev in generation.by_ref() {
             match ev {
                 GenEvent::Token { id, piece, logprob } => {
                     ids.push(id);
@@ -141,6 +141,7 @@ impl<'a> ChannelSession<'a> {
             }
         }
         cancel.reset();
+        let reply = generation.strip_stop(&reply).to_string();
         // Whatever was generated is recorded, even when the turn failed.
         let completion = reverie_infer::Completion {
             ids,

@@ -93,6 +93,8 @@ pub struct GenerateRequest {
     pub constraint: Option<Constraint>,
     /// Keep going past end-of-generation tokens (benchmarks).
     pub ignore_eog: bool,
+    /// End the turn when the generated text ends with one of these.
+    pub stop: Vec<String>,
 }
 
 impl GenerateRequest {
@@ -103,6 +105,7 @@ impl GenerateRequest {
             sampling,
             constraint: None,
             ignore_eog: false,
+            stop: Vec::new(),
         }
     }
 
@@ -133,6 +136,8 @@ impl Completion {
     }
 }
 
+const CHATML_END: &str = "<|im_end|>";
+
 /// A running generation: iterate its events, cancel it, or wait for it.
 pub struct Generation {
     rx: Receiver<GenEvent>,
@@ -141,6 +146,11 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// `text` without a stop string it ends with.
+    pub fn strip_stop<'t>(&self, text: &'t str) -> &'t str {
+        self.control.strip_stop(text)
+    }
+
     /// Asks the generation to stop; it ends with `StopReason::Cancelled`.
     pub fn cancel(&self) {
         self.control.request_stop(StopReason::Cancelled);
@@ -175,6 +185,7 @@ impl Generation {
                 GenEvent::Done { reason, usage } => {
                     out.reason = reason;
                     out.usage = usage;
+                    out.text = self.control.strip_stop(&out.text).to_string();
                     return Ok(out);
                 }
                 GenEvent::Failed(msg) => return Err(InferError::Generation(msg)),
@@ -429,8 +440,14 @@ impl Engine {
             }
             other => other,
         };
+        let mut stop = req.stop;
+        if !self.shared.model().info.has_chat_template {
+            // ChatML stands in for the missing template, but this vocabulary
+            // has no `<|im_end|>` token: the model can only write it as text.
+            stop.push(CHATML_END.to_string());
+        }
         let (tx, rx) = mpsc::channel();
-        let control = Arc::new(JobControl::new(tx));
+        let control = Arc::new(JobControl::new(tx, stop.clone()));
         {
             let mut q = lock(&self.shared.queue);
             if q.len() >= self.shared.config.max_queued {
@@ -442,6 +459,7 @@ impl Engine {
                 sampling: req.sampling,
                 constraint,
                 ignore_eog: req.ignore_eog,
+                stop,
                 control: control.clone(),
             });
         }

@@ -12,6 +12,7 @@ use crate::sampler::Constraint;
 
 /// Shared between a job's caller, its worker and the watchdog.
 pub struct JobControl {
+    stop_strings: Vec<String>,
     stop: AtomicU8,
     finished: AtomicBool,
     tx: Mutex<Option<Sender<GenEvent>>>,
@@ -22,8 +23,9 @@ const CANCELLED: u8 = 1;
 const STALLED: u8 = 2;
 
 impl JobControl {
-    pub fn new(tx: Sender<GenEvent>) -> JobControl {
+    pub fn new(tx: Sender<GenEvent>, stop_strings: Vec<String>) -> JobControl {
         JobControl {
+            stop_strings,
             stop: AtomicU8::new(RUN),
             finished: AtomicBool::new(false),
             tx: Mutex::new(Some(tx)),
@@ -70,6 +72,14 @@ impl JobControl {
         }
     }
 
+    /// `text` without a stop string it ends with.
+    pub fn strip_stop<'t>(&self, text: &'t str) -> &'t str {
+        self.stop_strings
+            .iter()
+            .find_map(|s| text.strip_suffix(s.as_str()))
+            .unwrap_or(text)
+    }
+
     pub fn is_finished(&self) -> bool {
         self.finished.load(Ordering::SeqCst)
     }
@@ -81,6 +91,7 @@ pub struct Job {
     pub sampling: SamplingParams,
     pub constraint: Option<Constraint>,
     pub ignore_eog: bool,
+    pub stop: Vec<String>,
     pub control: Arc<JobControl>,
 }
 
@@ -186,7 +197,8 @@ mod tests {
             sampling: SamplingParams::default(),
             constraint: None,
             ignore_eog: false,
-            control: Arc::new(JobControl::new(tx)),
+            stop: vec![],
+            control: Arc::new(JobControl::new(tx, vec![])),
         }
     }
 
@@ -228,7 +240,7 @@ mod tests {
     #[test]
     fn finish_sends_once() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let c = JobControl::new(tx);
+        let c = JobControl::new(tx, vec![]);
         c.finish(GenEvent::Failed("a".into()));
         c.finish(GenEvent::Failed("b".into()));
         assert!(!c.send(GenEvent::Failed("c".into())));

@@ -217,6 +217,8 @@ fn serve(
     };
     let mut logits_at = batch.n_tokens() - 1;
     let mut text = Utf8Stream::default();
+    // The end of the generated text, to spot stop strings.
+    let mut tail = String::new();
     let vocab = model.llama.vocab();
     let decode_started = Instant::now();
     let mut reason = StopReason::MaxTokens;
@@ -244,6 +246,18 @@ fn serve(
         } else {
             text.push(&vocab.token_to_piece(tok, false, None))
         };
+        tail.push_str(&piece);
+        let stopped = job
+            .stop
+            .iter()
+            .any(|s| !s.is_empty() && tail.ends_with(s.as_str()));
+        if tail.len() > 256 {
+            let cut = tail.len() - 128;
+            let cut = (cut..tail.len())
+                .find(|&i| tail.is_char_boundary(i))
+                .unwrap_or(0);
+            tail.drain(..cut);
+        }
         if !job.control.send(GenEvent::Token {
             id: tok.0,
             piece,
@@ -253,7 +267,7 @@ fn serve(
             break;
         }
         slot.beat(shared.epoch);
-        if eog {
+        if eog || stopped {
             reason = StopReason::EndOfTurn;
             break;
         }

@@ -422,3 +422,31 @@ fn tool_definitions_reach_the_model_inside_the_system_message() {
         .collect();
     assert_eq!(engine.detokenize(&user_ids, false), "hi");
 }
+
+#[test]
+fn stop_strings_end_the_turn_and_are_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 13), config()).unwrap();
+    let mut t = Transcript::default();
+    engine
+        .extend_transcript(&mut t, &[user("say something")])
+        .unwrap();
+    let mut req = GenerateRequest::new(
+        ChannelId(1),
+        t.tokens.ids.clone(),
+        SamplingParams::greedy(40),
+    );
+    req.ignore_eog = true;
+    let free = engine.generate(req.clone()).unwrap().complete().unwrap();
+    // Stop on the text of a later token: the turn ends there at the latest.
+    let (k, stop) = (2..free.ids.len())
+        .map(|k| (k, engine.detokenize(&free.ids[k..k + 1], false)))
+        .find(|(_, s)| !s.trim().is_empty())
+        .expect("a printable token among the first 40");
+    req.stop = vec![stop.clone()];
+    let stopped = engine.generate(req).unwrap().complete().unwrap();
+    assert_eq!(stopped.reason, StopReason::EndOfTurn);
+    assert!(stopped.ids.len() <= k + 1, "{:?}", stopped.ids);
+    assert!(stopped.ids.len() < free.ids.len());
+    assert!(!stopped.text.ends_with(&stop));
+}

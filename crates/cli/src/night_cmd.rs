@@ -103,6 +103,7 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
     if json {
         output::json(&summary)?;
     } else {
+        print_morning(&outcome.report);
         match (&outcome.deployed, &outcome.kept_reason) {
             (Some(p), _) => println!(
                 "Good morning: night {} trained and deployed {}",
@@ -117,6 +118,54 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The night at a glance: what was judged, what was expected, what trained.
+fn print_morning(r: &serde_json::Value) {
+    let tasks = r["tasks"].as_array().cloned().unwrap_or_default();
+    if !tasks.is_empty() {
+        println!("\n  reward  expected  advantage  sub-task");
+        for (i, t) in tasks.iter().enumerate() {
+            let pred = &r["predictions"][i];
+            let adv = &r["advantages"][i];
+            let num = |v: &serde_json::Value| {
+                v.as_f64()
+                    .map_or("  –  ".to_string(), |x| format!("{x:5.2}"))
+            };
+            let desc: String = t["description"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect();
+            println!(
+                "  {}   {}     {}      {desc}",
+                num(&t["reward"]),
+                num(&pred["reward"]),
+                num(adv)
+            );
+        }
+    }
+    if let Some(losses) = r["train"]["losses"].as_array().filter(|l| !l.is_empty()) {
+        let f = |i: usize, k: &str| losses[i][k].as_f64().unwrap_or(0.0);
+        let last = losses.len() - 1;
+        println!(
+            "\n  training: {} steps, loss {:.4} → {:.4} (oapl {:.4}, env {:.4}, user {:.4})",
+            losses.len(),
+            f(0, "total"),
+            f(last, "total"),
+            f(last, "oapl"),
+            f(last, "env"),
+            f(last, "user")
+        );
+    }
+    let v = &r["verify"];
+    if let (Some(b), Some(a)) = (
+        v["perplexity_before"].as_f64(),
+        v["perplexity_after"].as_f64(),
+    ) {
+        println!("  sanity perplexity: {b:.2} → {a:.2}\n");
+    }
 }
 
 #[derive(Subcommand)]

@@ -77,6 +77,7 @@ fn day_night_day() {
         "collect",
         "judge",
         "predict",
+        "understand",
         "advantage",
         "train",
         "export",
@@ -99,6 +100,12 @@ fn day_night_day() {
     let report = &summary["report"];
     assert!(report["tasks"].as_array().unwrap().len() >= 2, "{report}");
     assert!(report["verify"]["perplexity_after"].is_number());
+    let understood = report["understanding"].as_array().unwrap();
+    assert_eq!(understood.len(), report["tasks"].as_array().unwrap().len());
+    assert!(
+        understood.iter().any(|u| u.is_number()),
+        "30% of the sub-tasks get the understanding pass: {report}"
+    );
 
     // Morning: the new model is the active one and llama.cpp serves it.
     let list = last_json(&reverie(home, &["model", "list", "--json"]));

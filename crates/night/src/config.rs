@@ -20,6 +20,8 @@ pub struct NightConfig {
     /// The night keeps the old model if the new one's perplexity on the
     /// sanity text is more than this fraction worse.
     pub max_perplexity_regression: f64,
+    /// Share of sub-tasks that get the understanding pass.
+    pub understanding_fraction: f64,
     pub train: reverie_train::TrainConfig,
     /// Context size of the judge and value model.
     pub n_ctx: u32,
@@ -39,6 +41,7 @@ impl Default for NightConfig {
             success_threshold: 0.5,
             turn_weight: 0.1,
             max_perplexity_regression: 0.10,
+            understanding_fraction: 0.3,
             train,
             n_ctx: 8192,
         }

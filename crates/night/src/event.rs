@@ -7,6 +7,7 @@ pub enum Stage {
     Collect,
     Judge,
     Predict,
+    Understand,
     Advantage,
     Train,
     Export,
@@ -15,10 +16,11 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Collect,
         Stage::Judge,
         Stage::Predict,
+        Stage::Understand,
         Stage::Advantage,
         Stage::Train,
         Stage::Export,
@@ -31,6 +33,7 @@ impl Stage {
             Stage::Collect => "collect",
             Stage::Judge => "judge",
             Stage::Predict => "predict",
+            Stage::Understand => "understand",
             Stage::Advantage => "advantage",
             Stage::Train => "train",
             Stage::Export => "export",

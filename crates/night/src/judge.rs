@@ -5,6 +5,7 @@ use reverie_infer::{ChatMessage, Constraint, Engine, GenerateRequest, Transcript
 use serde::{Deserialize, Serialize};
 
 const PROMPT: &str = include_str!("../../../assets/prompts/judge.md");
+const UNDERSTANDING: &str = include_str!("../../../assets/prompts/understanding.md");
 
 /// Consecutive messages of one channel, numbered as in the channel.
 #[derive(Debug, Clone)]
@@ -160,6 +161,42 @@ pub fn judge_window(
             continue;
         }
         return Ok(tasks);
+    }
+    Err(why)
+}
+
+/// The understanding pass: how well the assistant understood the task and
+/// the user the answer, averaged into `[0, 1]`.
+pub fn understanding(
+    engine: &Engine,
+    messages: &[(usize, MessageRole, String)],
+    retries: usize,
+) -> Result<f32, String> {
+    let lines: Vec<String> = messages
+        .iter()
+        .map(|(i, r, t)| format!("[{i}] {}: {}", r.as_str(), excerpt(t)))
+        .collect();
+    let prompt = UNDERSTANDING.replace("{{messages}}", &lines.join("\n"));
+    let score = serde_json::json!({"type": "integer", "minimum": 0, "maximum": 10});
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"assistant_understood": score, "user_understood": score},
+        "required": ["assistant_understood", "user_understood"],
+        "additionalProperties": false
+    });
+    let mut why = String::new();
+    for attempt in 0..=retries {
+        match ask_json(engine, &prompt, schema.clone(), attempt, 64) {
+            Ok((text, _)) => match serde_json::from_str::<serde_json::Value>(text.trim()) {
+                Ok(v) => {
+                    let a = v["assistant_understood"].as_u64().unwrap_or(0).min(10) as f32;
+                    let u = v["user_understood"].as_u64().unwrap_or(0).min(10) as f32;
+                    return Ok((a + u) / 20.0);
+                }
+                Err(e) => why = format!("not the expected JSON ({e})"),
+            },
+            Err(e) => why = e,
+        }
     }
     Err(why)
 }

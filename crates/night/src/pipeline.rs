@@ -15,7 +15,7 @@ use crate::advantage::advantage;
 use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
-use crate::judge::{judge_window, windows, JudgedTask};
+use crate::judge::{judge_window, understanding, windows, JudgedTask};
 use crate::value::{predict, Prediction, ValueMemory};
 use crate::verify::perplexity;
 
@@ -173,7 +173,8 @@ fn stages(
     }
 
     // 2-3. judge and predict with the deployed model
-    let need_model = !night.done(Stage::Judge) || !night.done(Stage::Predict);
+    let need_model =
+        !night.done(Stage::Judge) || !night.done(Stage::Predict) || !night.done(Stage::Understand);
     if need_model {
         let engine = Engine::load(
             &base,
@@ -269,6 +270,44 @@ fn stages(
             }
             night.report["predictions"] = serde_json::to_value(&preds).map_err(io)?;
             night.finish(Stage::Predict, t)?;
+        }
+        if !night.done(Stage::Understand) {
+            let t = Instant::now();
+            (night.on)(NightEvent::StageStarted {
+                stage: Stage::Understand,
+            });
+            let tasks: Vec<JudgedTask> =
+                serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+            let picked = sample(tasks.len(), cfg.understanding_fraction, night.id as u64);
+            let mut scores: Vec<Option<f32>> = vec![None; tasks.len()];
+            for (n, &i) in picked.iter().enumerate() {
+                night.check_cancel()?;
+                let task = &tasks[i];
+                (night.on)(NightEvent::Item {
+                    stage: Stage::Understand,
+                    index: n + 1,
+                    count: picked.len(),
+                    label: task.description.clone(),
+                });
+                let msgs: Vec<(usize, MessageRole, String)> = store
+                    .messages(ChannelId(task.channel))?
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(k, m)| {
+                        *k >= task.first && *k <= task.last + 1 && m.role != MessageRole::System
+                    })
+                    .map(|(k, m)| (k, m.role, m.text))
+                    .collect();
+                match understanding(&engine, &msgs, cfg.retries) {
+                    Ok(s) => scores[i] = Some(s),
+                    Err(why) => night.note(
+                        Stage::Understand,
+                        format!("no understanding score for {:?}: {why}", task.description),
+                    ),
+                }
+            }
+            night.report["understanding"] = json!(scores);
+            night.finish(Stage::Understand, t)?;
         }
     }
 
@@ -442,6 +481,22 @@ fn stages(
     })
 }
 
+/// A reproducible choice of `ceil(fraction · n)` indices out of `n`.
+fn sample(n: usize, fraction: f64, seed: u64) -> Vec<usize> {
+    let k = ((n as f64) * fraction.clamp(0.0, 1.0)).ceil() as usize;
+    let mut idx: Vec<usize> = (0..n).collect();
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..n).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        idx.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    idx.truncate(k);
+    idx.sort_unstable();
+    idx
+}
+
 fn mean(v: &[f32]) -> Option<f32> {
     (!v.is_empty()).then(|| v.iter().sum::<f32>() / v.len() as f32)
 }
@@ -494,4 +549,20 @@ fn sequences(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample;
+
+    #[test]
+    fn the_understanding_sample_is_a_reproducible_share() {
+        assert_eq!(sample(10, 0.3, 7).len(), 3);
+        assert_eq!(sample(3, 0.3, 7).len(), 1);
+        assert_eq!(sample(0, 0.3, 7), Vec::<usize>::new());
+        assert_eq!(sample(10, 0.3, 7), sample(10, 0.3, 7));
+        assert!(sample(10, 1.0, 1) == (0..10).collect::<Vec<_>>());
+        let s = sample(50, 0.3, 9);
+        assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|&i| i < 50));
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use reverie_core::Home;
-use reverie_night::{run_night, NightConfig, NightEvent};
+use reverie_night::{run_night, trigger, NightConfig, NightEvent};
 use reverie_store::{Store, StoreError};
 
 use crate::output;
@@ -23,6 +23,68 @@ pub struct SleepArgs {
     /// Print progress as JSON lines and the outcome as the last line.
     #[arg(long)]
     json: bool,
+    /// Wait until this local time (HH:MM) before starting.
+    #[arg(long)]
+    at: Option<String>,
+    /// Then wait until nobody has chatted for this many minutes.
+    #[arg(long)]
+    when_idle: Option<u64>,
+}
+
+fn local_seconds_of_day() -> u32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as libc::time_t);
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to a time_t and a tm out-param.
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    (tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec) as u32
+}
+
+/// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.
+fn wait_for_trigger(store: &Store, a: &SleepArgs, cancel: &AtomicBool) -> anyhow::Result<()> {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let stop = || cancel.load(Ordering::SeqCst);
+    if let Some(at) = &a.at {
+        let (h, m) = trigger::parse_clock(at).map_err(anyhow::Error::msg)?;
+        let wait = trigger::seconds_until(local_seconds_of_day(), h, m);
+        eprintln!(
+            "sleeping at {at} (in {}h{:02}m); Ctrl-C to cancel",
+            wait / 3600,
+            wait % 3600 / 60
+        );
+        let until = Instant::now() + Duration::from_secs(wait as u64);
+        while Instant::now() < until {
+            if stop() {
+                anyhow::bail!("cancelled before the night started");
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    if let Some(minutes) = a.when_idle {
+        let idle_ms = minutes as i64 * 60_000;
+        let mut said = false;
+        loop {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_millis() as i64;
+            if trigger::is_idle(now, store.last_message_ms()?, idle_ms) {
+                break;
+            }
+            if !said {
+                eprintln!(
+                    "waiting until nobody has chatted for {minutes} minutes; Ctrl-C to cancel"
+                );
+                said = true;
+            }
+            if stop() {
+                anyhow::bail!("cancelled before the night started");
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    Ok(())
 }
 
 pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
@@ -37,6 +99,7 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
         let c = cancel.clone();
         ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
     }
+    wait_for_trigger(&store, &a, &cancel)?;
     let bar = if a.json {
         ProgressBar::hidden()
     } else {

@@ -258,3 +258,26 @@ fn ctrl_c_during_training_cancels_and_keeps_the_model() {
         before
     );
 }
+
+#[test]
+fn sleep_when_idle_waits_for_quiet_and_at_checks_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    // The day just ended, so 0 idle minutes are already reached.
+    let summary = last_json(&reverie(
+        home,
+        &[
+            "sleep",
+            "--json",
+            "--when-idle",
+            "0",
+            "--config",
+            &config(home, 1000.0),
+        ],
+    ));
+    assert!(summary["deployed"].is_string());
+    let out = reverie(home, &["sleep", "--at", "25:99"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HH:MM"));
+}

@@ -22,6 +22,7 @@ mod error;
 mod event;
 mod judge;
 mod pipeline;
+pub mod trigger;
 mod value;
 mod verify;
 

@@ -238,6 +238,13 @@ impl Store {
         self.query_messages("WHERE m.created_ms >= ?1", [since_ms])
     }
 
+    /// When the newest message was written (ms since the epoch), if any.
+    pub fn last_message_ms(&self) -> Result<Option<i64>> {
+        Ok(self
+            .conn()
+            .query_row("SELECT MAX(created_ms) FROM messages", [], |r| r.get(0))?)
+    }
+
     pub fn message_count(&self) -> Result<i64> {
         Ok(self
             .conn()

@@ -24,6 +24,7 @@
 
 mod cancel;
 mod session;
+pub mod stray;
 
 pub use cancel::CancelFlag;
 pub use reverie_core::ChatEvent;

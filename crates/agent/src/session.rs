@@ -1,9 +1,11 @@
 //! One channel's conversation with the model.
 
 use reverie_core::{
-    ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenSpan,
+    ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenRole, TokenSpan,
 };
-use reverie_infer::{ChatMessage, Engine, GenEvent, GenerateRequest, InferError, Transcript};
+use reverie_infer::{
+    ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, Transcript,
+};
 use reverie_store::{Store, StoreError};
 
 use crate::cancel::CancelFlag;
@@ -30,6 +32,7 @@ pub struct TurnOutcome {
 }
 
 pub struct ChannelSession<'a> {
+    detector: fn(&str) -> bool,
     engine: &'a Engine,
     store: &'a Store,
     channel: ChannelId,
@@ -61,12 +64,18 @@ impl<'a> ChannelSession<'a> {
             info.system_prompt
         };
         Ok(ChannelSession {
+            detector: crate::stray::looks_unfinished,
             engine,
             store,
             channel,
             system_prompt,
             transcript,
         })
+    }
+
+    /// Replaces the unfinished-turn detector.
+    pub fn set_detector(&mut self, detector: fn(&str) -> bool) {
+        self.detector = detector;
     }
 
     pub fn channel(&self) -> ChannelId {
@@ -106,6 +115,81 @@ impl<'a> ChannelSession<'a> {
             .append_message(ch, MessageRole::User, text, &span)?;
         self.transcript = t;
 
+        let (mut reply_message, mut reply, mut finish, mut n) =
+            self.reply(params, cancel, on_event, TokenSpan::default())?;
+        // A turn that ends looking unfinished gets the question; a "no"
+        // marks the ended reply for the night and the model goes on.
+        if finish.0 == StopReason::EndOfTurn && (self.detector)(&reply) {
+            let unintended = self.ask_if_done(reply_message)?;
+            on_event(ChatEvent::StrayEnd {
+                channel: ch,
+                message: reply_message,
+                unintended,
+            });
+            if unintended {
+                let mut t = self.transcript.clone();
+                // The resumed turn's scaffolding is stored with its reply.
+                let scaffold = self.engine.extend_transcript(&mut t, &[])?;
+                self.transcript = t;
+                (reply_message, reply, finish, n) =
+                    self.reply(params, cancel, on_event, scaffold)?;
+            }
+        }
+        on_event(ChatEvent::TurnEnd {
+            channel: ch,
+            message: Some(reply_message),
+            reason: finish.0,
+        });
+        Ok(TurnOutcome {
+            user_message,
+            reply_message,
+            reply,
+            reason: finish.0,
+            reply_tokens: n,
+            usage: finish.1,
+        })
+    }
+
+    /// Asks "did you mean to end your turn?" (harness text: `warning`
+    /// tokens) and records the grammar-constrained answer.
+    fn ask_if_done(&mut self, ended: MessageId) -> Result<bool, AgentError> {
+        let ch = self.channel;
+        let mut t = self.transcript.clone();
+        let question = ChatMessage::new(MessageRole::User, crate::stray::QUESTION);
+        let mut span = self.engine.extend_transcript(&mut t, &[question])?;
+        for r in span.roles.iter_mut() {
+            *r = TokenRole::Warning;
+        }
+        self.store
+            .append_message(ch, MessageRole::User, crate::stray::QUESTION, &span)?;
+        self.transcript = t;
+        let grammar = Constraint::Gbnf(crate::stray::ANSWER_GRAMMAR.into());
+        let req = GenerateRequest::new(
+            ch,
+            self.transcript.tokens.ids.clone(),
+            SamplingParams::greedy(4),
+        )
+        .with_constraint(grammar);
+        let answer = self.engine.generate(req)?.complete()?;
+        let span = self.engine.record_reply(&mut self.transcript, &answer);
+        self.store
+            .append_message(ch, MessageRole::Assistant, &answer.text, &span)?;
+        let unintended = answer.text.trim() == "no";
+        self.store.record_stray_end(ended, unintended)?;
+        Ok(unintended)
+    }
+
+    /// Generates, streams and records one assistant message. `prefix` holds
+    /// template tokens fed since the last recorded message; they are stored
+    /// at the start of this one.
+    fn reply(
+        &mut self,
+        params: &SamplingParams,
+        cancel: &CancelFlag,
+        on_event: &mut dyn FnMut(ChatEvent),
+        prefix: TokenSpan,
+    ) -> Result<(MessageId, String, (StopReason, reverie_infer::Usage), usize), AgentError> {
+        let ch = self.channel;
         let req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
         let mut generation = match self.engine.generate(req) {
             Ok(g) => g,
@@ -150,7 +234,9 @@ impl<'a> ChannelSession<'a> {
             reason: finish.0,
             usage: finish.1.clone(),
         };
-        let span = self.engine.record_reply(&mut self.transcript, &completion);
+        let generated = self.engine.record_reply(&mut self.transcript, &completion);
+        let mut span = prefix;
+        span.append(&generated);
         let reply_message = self
             .store
             .append_message(ch, MessageRole::Assistant, &reply, &span)?;
@@ -161,18 +247,6 @@ impl<'a> ChannelSession<'a> {
             });
             return Err(InferError::Generation(msg).into());
         }
-        on_event(ChatEvent::TurnEnd {
-            channel: ch,
-            message: Some(reply_message),
-            reason: finish.0,
-        });
-        Ok(TurnOutcome {
-            user_message,
-            reply_message,
-            reply,
-            reason: finish.0,
-            reply_tokens: completion.ids.len(),
-            usage: finish.1,
-        })
+        Ok((reply_message, reply, finish, completion.ids.len()))
     }
 }

@@ -136,3 +136,62 @@ fn a_cancelled_turn_keeps_what_was_generated() {
     let last = store.messages(s.channel()).unwrap().pop().unwrap();
     assert_eq!(last.tokens.len(), out.reply_tokens);
 }
+
+#[test]
+fn an_unfinished_looking_end_asks_and_records_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Home::new(dir.path().join("home"))).unwrap();
+    let engine = engine(dir.path());
+    let mut s = ChannelSession::open(&engine, &store, "c", "").unwrap();
+    s.set_detector(|_| true); // every end looks unfinished
+    let mut events = Vec::new();
+    // A seed with which this synthetic model ends its first reply by itself.
+    let params = SamplingParams {
+        temperature: 2.0,
+        top_k: 0,
+        top_p: 1.0,
+        seed: 1,
+        max_tokens: 300,
+    };
+    let out = s
+        .send("go", &params, &CancelFlag::default(), &mut |e| {
+            events.push(e)
+        })
+        .unwrap();
+    let stray = events.iter().find_map(|e| match e {
+        ChatEvent::StrayEnd {
+            unintended,
+            message,
+            ..
+        } => Some((*unintended, *message)),
+        _ => None,
+    });
+    let msgs = store.messages(s.channel()).unwrap();
+    let (unintended, ended) = stray.expect("the question was asked");
+    assert_eq!(msgs[1].id, ended);
+    assert_eq!(msgs[2].text, reverie_agent::stray::QUESTION);
+    assert!(msgs[2]
+        .tokens
+        .roles
+        .iter()
+        .all(|r| *r == TokenRole::Warning));
+    assert!(
+        msgs[3].text == "yes" || msgs[3].text == "no",
+        "{:?}",
+        msgs[3].text
+    );
+    assert_eq!(unintended, msgs[3].text == "no");
+    assert_eq!(
+        store.unintended_ends(s.channel()).unwrap().contains(&ended),
+        unintended
+    );
+    if unintended {
+        assert_eq!(
+            out.reply_message, msgs[4].id,
+            "the model went on in a new reply"
+        );
+    }
+    // Stored tokens are still exactly what the model saw.
+    let stored: Vec<i32> = msgs.iter().flat_map(|m| m.tokens.ids.clone()).collect();
+    assert_eq!(stored, s.transcript().tokens.ids);
+}

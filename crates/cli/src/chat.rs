@@ -149,6 +149,13 @@ fn print_event(ev: &ChatEvent, quiet: bool) {
             }
             reverie_core::StopReason::EndOfTurn => {}
         },
+        ChatEvent::StrayEnd { unintended, .. } if !quiet => {
+            if *unintended {
+                eprint!("\n[asked whether it meant to stop: no; it goes on]\n");
+            } else {
+                eprint!(" [asked whether it meant to stop: yes]");
+            }
+        }
         ChatEvent::Error { message, .. } => eprintln!("\nerror: {message}"),
         _ => {}
     }

@@ -55,6 +55,13 @@ pub enum ChatEvent {
         message: Option<MessageId>,
         reason: StopReason,
     },
+    /// The turn ended looking unfinished and the model was asked whether it
+    /// meant to stop; `unintended` is its "no".
+    StrayEnd {
+        channel: ChannelId,
+        message: MessageId,
+        unintended: bool,
+    },
     Error {
         channel: ChannelId,
         message: String,

@@ -20,6 +20,9 @@ pub struct NightConfig {
     /// The night keeps the old model if the new one's perplexity on the
     /// sanity text is more than this fraction worse.
     pub max_perplexity_regression: f64,
+    /// Per-token advantage of the last token of a reply whose end of turn
+    /// the model called unintended.
+    pub stray_end_advantage: f32,
     /// Share of sub-tasks that get the understanding pass.
     pub understanding_fraction: f64,
     pub train: reverie_train::TrainConfig,
@@ -42,6 +45,7 @@ impl Default for NightConfig {
             turn_weight: 0.1,
             max_perplexity_regression: 0.10,
             understanding_fraction: 0.3,
+            stray_end_advantage: -1.0,
             train,
             n_ctx: 8192,
         }

@@ -354,7 +354,7 @@ fn stages(
     if !night.done(Stage::Train) || !night.done(Stage::Export) {
         let advs: Vec<Option<f32>> =
             serde_json::from_value(night.report["advantages"].clone()).unwrap_or_default();
-        let seqs = sequences(store, &tasks, &preds, &advs)?;
+        let seqs = sequences(store, &tasks, &preds, &advs, cfg.stray_end_advantage)?;
         if seqs.is_empty() {
             let why =
                 "nothing to train on tonight (no judged sub-task with a prediction)".to_string();
@@ -510,18 +510,24 @@ fn sequences(
     tasks: &[JudgedTask],
     preds: &[Option<Prediction>],
     advs: &[Option<f32>],
+    stray_end_advantage: f32,
 ) -> Result<Vec<Sequence>, NightError> {
     let mut out = Vec::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
         let Some(adv) = adv else { continue };
         let msgs = store.messages(ChannelId(task.channel))?;
+        let unintended = store.unintended_ends(ChannelId(task.channel))?;
         let mut span = TokenSpan::default();
+        let mut marks = Vec::new();
         for (i, m) in msgs.iter().enumerate().take(task.last + 1) {
             let mut s = m.tokens.clone();
             if i < task.first {
                 for r in s.roles.iter_mut().filter(|r| **r == TokenRole::Action) {
                     *r = TokenRole::Context;
                 }
+            } else if unintended.contains(&m.id) && !s.is_empty() {
+                // The token that ended the turn too early.
+                marks.push((span.len() + s.len() - 1, stray_end_advantage));
             }
             span.append(&s);
         }
@@ -532,7 +538,7 @@ fn sequences(
                 advantage: *adv,
                 reward: None,
                 group: None,
-                token_advantages: vec![],
+                token_advantages: marks,
             });
         }
         if let Some(p) = pred {
@@ -553,7 +559,66 @@ fn sequences(
 
 #[cfg(test)]
 mod tests {
-    use super::sample;
+    use super::{sample, sequences};
+    use crate::judge::JudgedTask;
+    use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
+    use reverie_store::Store;
+
+    #[test]
+    fn an_unintended_end_marks_its_last_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        let span = |ids: &[i32], role| {
+            let mut s = TokenSpan::default();
+            for &i in ids {
+                s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
+            }
+            s
+        };
+        store
+            .append_message(
+                ch,
+                MessageRole::User,
+                "q",
+                &span(&[1, 2, 3], TokenRole::User),
+            )
+            .unwrap();
+        let early = store
+            .append_message(
+                ch,
+                MessageRole::Assistant,
+                "Here:",
+                &span(&[4, 5], TokenRole::Action),
+            )
+            .unwrap();
+        store
+            .append_message(ch, MessageRole::User, "?", &span(&[6], TokenRole::Warning))
+            .unwrap();
+        store
+            .append_message(
+                ch,
+                MessageRole::Assistant,
+                "no",
+                &span(&[7, 8], TokenRole::Action),
+            )
+            .unwrap();
+        store.record_stray_end(early, true).unwrap();
+        let task = JudgedTask {
+            channel: ch.0,
+            description: "t".into(),
+            first: 0,
+            last: 3,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+        };
+        let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], -1.0).unwrap();
+        assert_eq!(seqs.len(), 1);
+        // ids 1 2 3 4 5 6 7 8: the reply [4, 5] ended at position 4
+        assert_eq!(seqs[0].token_advantages, vec![(4, -1.0)]);
+        assert_eq!(seqs[0].ids[4], 5);
+    }
 
     #[test]
     fn the_understanding_sample_is_a_reproducible_share() {

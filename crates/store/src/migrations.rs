@@ -62,4 +62,13 @@ pub const MIGRATIONS: &[&str] = &[
         active     INTEGER NOT NULL DEFAULT 0
     );
     "#,
+    // 2: "did you mean to end your turn?" cases, for the night and for a
+    // learned detector later.
+    r#"
+    CREATE TABLE stray_ends (
+        message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        unintended INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    "#,
 ];

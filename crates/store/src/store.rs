@@ -345,6 +345,29 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    // ---- stray ends of turn ----------------------------------------------
+
+    /// Records that the reply `message` ended its turn looking unfinished and
+    /// whether the model then said the end was unintended.
+    pub fn record_stray_end(&self, message: MessageId, unintended: bool) -> Result<()> {
+        self.conn().execute(
+            "INSERT OR REPLACE INTO stray_ends (message_id, unintended, created_ms) VALUES (?1, ?2, ?3)",
+            params![message.0, unintended, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Replies of `channel` whose end of turn the model called unintended.
+    pub fn unintended_ends(&self, channel: ChannelId) -> Result<Vec<MessageId>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT s.message_id FROM stray_ends s JOIN messages m ON m.id = s.message_id
+             WHERE m.channel_id = ?1 AND s.unintended = 1 ORDER BY s.message_id",
+        )?;
+        let rows = stmt.query_map([channel.0], |r| Ok(MessageId(r.get(0)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     // ---- blobs ------------------------------------------------------------
 
     /// Stores `bytes` (once per content) and returns its hash.

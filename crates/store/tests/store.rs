@@ -105,7 +105,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 1);
+    assert_eq!(s.schema_version().unwrap(), 2);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }
@@ -149,4 +149,30 @@ fn checkpoints_track_one_active_and_roll_back() {
     assert_eq!(n.status, NightStatus::Done);
     assert_eq!(n.report["steps"], 3);
     assert!(n.finished_ms.is_some());
+}
+
+#[test]
+fn stray_ends_are_kept_per_channel() {
+    let (_d, s) = open();
+    let a = s.create_channel("a").unwrap();
+    let b = s.create_channel("b").unwrap();
+    let m1 = s
+        .append_message(
+            a,
+            MessageRole::Assistant,
+            "Here is the plan:",
+            &TokenSpan::default(),
+        )
+        .unwrap();
+    let m2 = s
+        .append_message(a, MessageRole::Assistant, "Done.", &TokenSpan::default())
+        .unwrap();
+    let m3 = s
+        .append_message(b, MessageRole::Assistant, "Let me", &TokenSpan::default())
+        .unwrap();
+    s.record_stray_end(m1, true).unwrap();
+    s.record_stray_end(m2, false).unwrap();
+    s.record_stray_end(m3, true).unwrap();
+    assert_eq!(s.unintended_ends(a).unwrap(), vec![m1]);
+    assert_eq!(s.unintended_ends(b).unwrap(), vec![m3]);
 }

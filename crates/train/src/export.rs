@@ -20,16 +20,31 @@ use crate::model::Model;
 const FTYPE_Q8_0: u32 = 7;
 
 /// Quantizes rows of 32-element blocks to q8_0: one f16 scale, 32 int8.
+/// Ties round to even, as ggml's SIMD quantizer does; large inputs are split
+/// across the available cores.
 pub fn quantize_q8_0(values: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() / 32 * 34);
-    for block in values.chunks(32) {
+    let blocks = values.len().div_ceil(32);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = blocks.div_ceil(threads).max(1 << 14);
+    let mut out = vec![0u8; blocks * 34];
+    std::thread::scope(|scope| {
+        for (src, dst) in values.chunks(per * 32).zip(out.chunks_mut(per * 34)) {
+            scope.spawn(move || quantize_blocks(src, dst));
+        }
+    });
+    out
+}
+
+fn quantize_blocks(values: &[f32], out: &mut [u8]) {
+    for (block, dst) in values.chunks(32).zip(out.chunks_mut(34)) {
         let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
-        out.extend(block.iter().map(|x| (x * id).round() as i8 as u8));
+        dst[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        for (q, x) in dst[2..].iter_mut().zip(block) {
+            *q = (x * id).round_ties_even() as i8 as u8;
+        }
     }
-    out
 }
 
 /// Inverse of [`quantize_q8_0`].

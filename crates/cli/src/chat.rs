@@ -71,7 +71,23 @@ pub struct ChatArgs {
     max_tokens: usize,
 }
 
+/// Chat waits while a night trains: the model is about to change.
+/// Returns whether it waited.
+fn wait_for_morning(home: &Home) -> bool {
+    let Some(pid) = reverie_night::lock::sleeping(home) else {
+        return false;
+    };
+    eprintln!(
+        "Reverie is sleeping (night in process {pid}); your message is queued until it wakes up"
+    );
+    while reverie_night::lock::sleeping(home).is_some() {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    true
+}
+
 pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
+    wait_for_morning(home);
     let store = Store::open(home)?;
     let engine = args.engine.load(home, 1)?;
     let params = SamplingParams {
@@ -110,6 +126,7 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
         "Reverie · {} · channel {:?} · Enter sends, Ctrl-C stops a reply, Ctrl-D quits",
         info.name, args.channel
     );
+    let home_for_wait = home.clone();
     let stdin = std::io::stdin();
     loop {
         eprint!("\nyou> ");
@@ -126,6 +143,14 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         cancel.reset();
+        if wait_for_morning(&home_for_wait) && args.engine.model.is_none() {
+            // The night may have deployed a new checkpoint: wake up on it.
+            let active = reverie_models::active::resolve(&home_for_wait, None)?;
+            if active != engine.model_path() {
+                let info = engine.swap_model(&active)?;
+                eprintln!("good morning: now running {}", info.path.display());
+            }
+        }
         match session.send(text, &params, &cancel, &mut |ev| print_event(&ev, false)) {
             Ok(_) => println!(),
             Err(e) => eprintln!("\nerror: {e}"),

@@ -100,6 +100,10 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
         ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
     }
     wait_for_trigger(&store, &a, &cancel)?;
+    if let Some(pid) = reverie_night::lock::sleeping(home) {
+        anyhow::bail!("a night is already running (process {pid}); wait for it or stop it");
+    }
+    let _sleeping = reverie_night::lock::SleepGuard::acquire(home)?;
     let bar = if a.json {
         ProgressBar::hidden()
     } else {

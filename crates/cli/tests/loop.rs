@@ -281,3 +281,41 @@ fn sleep_when_idle_waits_for_quiet_and_at_checks_its_time() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("HH:MM"));
 }
+
+#[test]
+fn chat_waits_while_a_night_runs_and_two_nights_do_not_overlap() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    // This test process plays the running night.
+    let lock = home.join("sleeping");
+    std::fs::write(&lock, std::process::id().to_string()).unwrap();
+    let out = reverie(home, &["sleep", "--json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
+
+    let mut child = command(home)
+        .args([
+            "chat",
+            "--prompt",
+            "are you awake?",
+            "--max-tokens",
+            "3",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "chat must wait for the night"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v = last_json(&out);
+    assert!(v["reply_tokens"].as_u64().unwrap() > 0);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sleeping"));
+}

@@ -21,6 +21,7 @@ mod config;
 mod error;
 mod event;
 mod judge;
+pub mod lock;
 mod pipeline;
 pub mod trigger;
 mod value;

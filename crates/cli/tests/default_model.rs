@@ -24,6 +24,8 @@ fn default_model_fetches_and_answers() {
         );
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
+    let emb = run(&["model", "fetch", "all-minilm-l6-v2", "--json"]);
+    assert!(emb["path"].as_str().unwrap().ends_with("all-minilm-l6-v2"));
     let fetched = run(&["model", "fetch", "--json"]);
     assert_eq!(
         fetched["sha256"],

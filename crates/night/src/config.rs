@@ -28,6 +28,8 @@ pub struct NightConfig {
     pub train: reverie_train::TrainConfig,
     /// Context size of the judge and value model.
     pub n_ctx: u32,
+    /// Layers of the judge/value model offloaded to the GPU (CUDA builds).
+    pub gpu_layers: u32,
 }
 
 impl Default for NightConfig {
@@ -48,6 +50,7 @@ impl Default for NightConfig {
             stray_end_advantage: -1.0,
             train,
             n_ctx: 8192,
+            gpu_layers: 0,
         }
     }
 }

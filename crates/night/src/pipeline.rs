@@ -189,6 +189,7 @@ fn stages(
             EngineConfig {
                 slots: 1,
                 n_ctx: cfg.n_ctx,
+                gpu_layers: cfg.gpu_layers,
                 ..EngineConfig::default()
             },
         )?;
@@ -408,8 +409,8 @@ fn stages(
     // 7. verify
     if !night.done(Stage::Verify) {
         let t = night.start(Stage::Verify);
-        let before = perplexity(&base)?;
-        let after = perplexity(&merged);
+        let before = perplexity(&base, cfg.gpu_layers)?;
+        let after = perplexity(&merged, cfg.gpu_layers);
         let verdict = match after {
             Err(e) => {
                 json!({"ok": false, "why": format!("llama.cpp cannot run the new model: {e}"), "perplexity_before": before})

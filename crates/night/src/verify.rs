@@ -7,12 +7,13 @@ use reverie_infer::{Engine, EngineConfig};
 pub const SANITY_TEXT: &str = include_str!("../../../assets/prompts/sanity.txt");
 
 /// Perplexity of the sanity text under the model at `path`.
-pub fn perplexity(path: &Path) -> Result<f64, reverie_infer::InferError> {
+pub fn perplexity(path: &Path, gpu_layers: u32) -> Result<f64, reverie_infer::InferError> {
     let engine = Engine::load(
         path,
         EngineConfig {
             slots: 1,
             n_ctx: 512,
+            gpu_layers,
             ..EngineConfig::default()
         },
     )?;

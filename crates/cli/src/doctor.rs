@@ -184,6 +184,32 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
             )),
         }
     }));
+    checks.push(check("embedder", {
+        let dir = home.models().join("all-minilm-l6-v2");
+        if dir.join("model.safetensors").exists() {
+            match reverie_embed::Embedder::load(&dir).and_then(|e| e.embed(&["ok"])) {
+                Ok(_) => Ok("all-MiniLM-L6-v2 loads; the value memory uses embeddings".to_string()),
+                Err(e) => Err((e.to_string(), "run `reverie model fetch all-minilm-l6-v2` again".into())),
+            }
+        } else {
+            Ok("not installed; the value memory uses word overlap (`reverie model fetch all-minilm-l6-v2` adds it)".to_string())
+        }
+    }));
+    checks.push(check("night", {
+        let last = Store::open(home)
+            .ok()
+            .and_then(|s| s.nights().ok())
+            .and_then(|n| n.into_iter().last());
+        match (reverie_night::lock::sleeping(home), last) {
+            (Some(pid), _) => Ok(format!("a night is running (process {pid})")),
+            (None, Some(n)) if n.status == reverie_store::NightStatus::Running => Err((
+                format!("night {} stopped during stage {:?}", n.id, n.stage),
+                "run `reverie sleep` to resume it where it stopped".into(),
+            )),
+            (None, Some(n)) => Ok(format!("last night {}: {}", n.id, n.status.as_str())),
+            (None, None) => Ok("no night yet".to_string()),
+        }
+    }));
     let ok = checks.iter().all(|c| c.ok);
     if args.json {
         output::json(&serde_json::json!({ "ok": ok, "home": home.root(), "checks": checks }))?;

@@ -205,6 +205,18 @@ fn a_killed_night_resumes_after_its_last_finished_stage() {
     child.wait().unwrap();
     let nights = last_json(&reverie(home, &["night", "list", "--json"]));
     assert_eq!(nights["nights"][0]["status"], "running");
+    // doctor points at the interrupted night
+    let out = reverie(home, &["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let night = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "night")
+        .unwrap()
+        .clone();
+    assert_eq!(night["ok"], false);
+    assert!(night["fix"].as_str().unwrap().contains("reverie sleep"));
 
     let out = reverie(home, &["sleep", "--json", "--config", &cfg]);
     let summary = last_json(&out);

@@ -314,27 +314,13 @@ impl Engine {
 
     /// Tokens of `text`; `special` lets control-token text become control tokens.
     pub fn tokenize(&self, text: &str, special: bool) -> Vec<i32> {
-        let model = self.shared.model();
-        model
-            .llama
-            .vocab()
-            .tokenize(text.as_bytes(), false, special)
-            .into_iter()
-            .map(|t| t.0)
-            .collect()
+        prompt::tokenize(&self.shared.model().llama, text, false, special)
     }
 
     /// Tokens of a whole document: the model's BOS first when it wants one,
     /// control-token text parsed.
     pub fn tokenize_document(&self, text: &str) -> Vec<i32> {
-        let model = self.shared.model();
-        model
-            .llama
-            .vocab()
-            .tokenize(text.as_bytes(), true, true)
-            .into_iter()
-            .map(|t| t.0)
-            .collect()
+        prompt::tokenize(&self.shared.model().llama, text, true, true)
     }
 
     /// Text of `ids`; `special` renders control tokens as their text.

@@ -91,17 +91,21 @@ fn render(
         .map_err(|e| InferError::Template(e.to_string()))
 }
 
-fn push_text(model: &LlamaModel, span: &mut TokenSpan, text: &str, role: TokenRole, special: bool) {
-    if text.is_empty() {
-        return;
-    }
-    let ids: Vec<i32> = model
+/// Token ids of `text`; `add_special` adds BOS where the model wants it,
+/// `special` lets control-token text become control tokens.
+pub fn tokenize(model: &LlamaModel, text: &str, add_special: bool, special: bool) -> Vec<i32> {
+    model
         .vocab()
-        .tokenize(text.as_bytes(), false, special)
+        .tokenize(text.as_bytes(), add_special, special)
         .into_iter()
         .map(|t| t.0)
-        .collect();
-    span.extend_role(&ids, role);
+        .collect()
+}
+
+fn push_text(model: &LlamaModel, span: &mut TokenSpan, text: &str, role: TokenRole, special: bool) {
+    if !text.is_empty() {
+        span.extend_role(&tokenize(model, text, false, special), role);
+    }
 }
 
 /// Appends `new` messages (and, if asked, the assistant prompt) to `t`,

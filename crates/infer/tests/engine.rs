@@ -32,6 +32,16 @@ fn user(text: &str) -> ChatMessage {
     ChatMessage::new(MessageRole::User, text)
 }
 
+/// A request that runs to `n` tokens whatever the model says (for cancel,
+/// stop and stall tests).
+fn endless(engine: &Engine, ch: i64, text: &str, n: usize) -> GenerateRequest {
+    let mut t = Transcript::default();
+    engine.extend_transcript(&mut t, &[user(text)]).unwrap();
+    let mut req = GenerateRequest::new(ChannelId(ch), t.tokens.ids, SamplingParams::greedy(n));
+    req.ignore_eog = true;
+    req
+}
+
 fn turn(
     engine: &Engine,
     ch: i64,
@@ -289,16 +299,7 @@ fn bad_files_get_errors_that_name_them_and_a_failed_swap_keeps_serving() {
 fn cancel_stops_mid_stream() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 9), config()).unwrap();
-    let mut t = Transcript::default();
-    engine
-        .extend_transcript(&mut t, &[user("go on forever")])
-        .unwrap();
-    let mut req = GenerateRequest::new(
-        ChannelId(1),
-        t.tokens.ids.clone(),
-        SamplingParams::greedy(800),
-    );
-    req.ignore_eog = true;
+    let req = endless(&engine, 1, "go on forever", 800);
     let gen = engine.generate(req).unwrap();
     let cancel = gen.canceller();
     let mut seen = 0;
@@ -373,16 +374,7 @@ fn watchdog_ends_a_hung_generation_and_the_channel_continues() {
         ..config()
     };
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 11), cfg).unwrap();
-    let mut t = Transcript::default();
-    engine
-        .extend_transcript(&mut t, &[user("this will hang")])
-        .unwrap();
-    let mut req = GenerateRequest::new(
-        ChannelId(1),
-        t.tokens.ids.clone(),
-        SamplingParams::greedy(50),
-    );
-    req.ignore_eog = true;
+    let req = endless(&engine, 1, "this will hang", 50);
     let hung = engine.generate(req.clone()).unwrap().complete().unwrap();
     assert_eq!(hung.reason, StopReason::Stalled);
     assert_eq!(hung.ids.len(), 3, "tokens before the hang are kept");
@@ -428,16 +420,7 @@ fn tool_definitions_reach_the_model_inside_the_system_message() {
 fn stop_strings_end_the_turn_and_are_trimmed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::load(synth_model(dir.path(), Arch::Llama, 13), config()).unwrap();
-    let mut t = Transcript::default();
-    engine
-        .extend_transcript(&mut t, &[user("say something")])
-        .unwrap();
-    let mut req = GenerateRequest::new(
-        ChannelId(1),
-        t.tokens.ids.clone(),
-        SamplingParams::greedy(40),
-    );
-    req.ignore_eog = true;
+    let mut req = endless(&engine, 1, "say something", 40);
     let free = engine.generate(req.clone()).unwrap().complete().unwrap();
     // Stop on the text of a later token: the turn ends there at the latest.
     let (k, stop) = (2..free.ids.len())

@@ -56,6 +56,24 @@ impl Night<'_> {
         serde_json::from_value(self.report["tasks"].clone()).unwrap_or_default()
     }
 
+    /// Reports item `index` (0-based) of `count`, after checking for a cancel.
+    fn item(
+        &mut self,
+        stage: Stage,
+        index: usize,
+        count: usize,
+        label: String,
+    ) -> Result<(), NightError> {
+        self.check_cancel()?;
+        (self.on)(NightEvent::Item {
+            stage,
+            index: index + 1,
+            count,
+            label,
+        });
+        Ok(())
+    }
+
     fn check_cancel(&self) -> Result<(), NightError> {
         if self.cancel.load(Ordering::SeqCst) {
             return Err(NightError::Cancelled);
@@ -216,13 +234,12 @@ fn stages(
             }
             let mut tasks = Vec::new();
             for (i, w) in all.iter().enumerate() {
-                night.check_cancel()?;
-                (night.on)(NightEvent::Item {
-                    stage: Stage::Judge,
-                    index: i + 1,
-                    count: all.len(),
-                    label: format!("channel {} messages {}", w.channel.0, w.messages.len()),
-                });
+                night.item(
+                    Stage::Judge,
+                    i,
+                    all.len(),
+                    format!("channel {} messages {}", w.channel.0, w.messages.len()),
+                )?;
                 match judge_window(&engine, w, cfg.retries) {
                     Ok(ts) => tasks.extend(ts),
                     Err(why) => night.note(
@@ -249,13 +266,7 @@ fn stages(
             let similarity = |a: &str, b: &str| similarity.score(a, b);
             let mut preds: Vec<Option<Prediction>> = Vec::new();
             for (i, task) in tasks.iter().enumerate() {
-                night.check_cancel()?;
-                (night.on)(NightEvent::Item {
-                    stage: Stage::Predict,
-                    index: i + 1,
-                    count: tasks.len(),
-                    label: task.description.clone(),
-                });
+                night.item(Stage::Predict, i, tasks.len(), task.description.clone())?;
                 let near = mem.nearest_by(
                     &task.description,
                     cfg.memory_k,
@@ -282,14 +293,8 @@ fn stages(
             let picked = sample(tasks.len(), cfg.understanding_fraction, night.id as u64);
             let mut scores: Vec<Option<f32>> = vec![None; tasks.len()];
             for (n, &i) in picked.iter().enumerate() {
-                night.check_cancel()?;
                 let task = &tasks[i];
-                (night.on)(NightEvent::Item {
-                    stage: Stage::Understand,
-                    index: n + 1,
-                    count: picked.len(),
-                    label: task.description.clone(),
-                });
+                night.item(Stage::Understand, n, picked.len(), task.description.clone())?;
                 let msgs: Vec<(usize, MessageRole, String)> = store
                     .messages(ChannelId(task.channel))?
                     .into_iter()

@@ -39,6 +39,16 @@ impl Home {
         self.root.join("partial")
     }
 
+    /// Default workspaces of channels, one folder per channel id.
+    pub fn workspaces(&self) -> PathBuf {
+        self.root.join("workspaces")
+    }
+
+    /// Output logs of the agent's background jobs.
+    pub fn jobs(&self) -> PathBuf {
+        self.root.join("jobs")
+    }
+
     /// The file naming the model in use (one line: a path).
     pub fn active_model_file(&self) -> PathBuf {
         self.root.join("active-model")

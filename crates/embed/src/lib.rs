@@ -33,6 +33,20 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// Jaccard overlap of the words (three letters or more) of `a` and `b`:
+/// the similarity to fall back on when the embedding model is not installed.
+pub fn word_overlap(a: &str, b: &str) -> f64 {
+    let words = |s: &str| -> std::collections::HashSet<String> {
+        s.to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() > 2)
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (words(a), words(b));
+    a.intersection(&b).count() as f64 / a.union(&b).count().max(1) as f64
+}
+
 impl Embedder {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
     pub fn load(dir: &Path) -> Result<Embedder, EmbedError> {

@@ -1,8 +1,8 @@
 //! The deployed model as value model: what it expected of a sub-task, from
 //! the description and similar sub-tasks of earlier nights only.
 
-use std::collections::HashSet;
 
+pub use reverie_embed::word_overlap;
 use reverie_core::TokenSpan;
 use serde::{Deserialize, Serialize};
 
@@ -25,20 +25,6 @@ pub struct MemoryEntry {
 #[derive(Debug, Clone, Default)]
 pub struct ValueMemory {
     pub entries: Vec<MemoryEntry>,
-}
-
-/// Jaccard overlap of the words of `a` and `b`.
-pub fn word_overlap(a: &str, b: &str) -> f64 {
-    let (a, b) = (words(a), words(b));
-    a.intersection(&b).count() as f64 / a.union(&b).count().max(1) as f64
-}
-
-fn words(s: &str) -> HashSet<String> {
-    s.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 2)
-        .map(str::to_string)
-        .collect()
 }
 
 impl ValueMemory {

@@ -26,8 +26,11 @@ mod error;
 mod migrations;
 mod records;
 mod store;
+mod tool_records;
 
 pub use blobs::BlobHash;
 pub use error::StoreError;
-pub use records::{Channel, Checkpoint, Night, NightStatus, ToolCall};
+pub use records::{
+    BoardPost, Channel, Checkpoint, Night, NightStatus, Note, Revision, RevisionState, ToolCall,
+};
 pub use store::Store;

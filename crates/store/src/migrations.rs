@@ -71,4 +71,46 @@ pub const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL
     );
     "#,
+    // 3: the agent's tools: per-channel workspace and agent-owned prompt
+    // section, file revisions for undo/redo, notes, recipes, the shared
+    // board and cached sentence embeddings.
+    r#"
+    ALTER TABLE channels ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
+    ALTER TABLE channels ADD COLUMN agent_section TEXT NOT NULL DEFAULT '';
+    CREATE TABLE revisions (
+        id         INTEGER PRIMARY KEY,
+        workspace  TEXT NOT NULL,
+        tool       TEXT NOT NULL,
+        summary    TEXT NOT NULL,
+        changes    TEXT NOT NULL,
+        state      TEXT NOT NULL CHECK (state IN ('done', 'undone', 'dropped')),
+        created_ms INTEGER NOT NULL
+    );
+    CREATE INDEX revisions_by_workspace ON revisions(workspace, id);
+    CREATE TABLE notes (
+        id         INTEGER PRIMARY KEY,
+        title      TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE recipes (
+        name       TEXT PRIMARY KEY,
+        template   TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE board_posts (
+        id         INTEGER PRIMARY KEY,
+        board      TEXT NOT NULL,
+        author     TEXT NOT NULL,
+        text       TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE INDEX board_posts_by_board ON board_posts(board, id);
+    CREATE TABLE embeddings (
+        model     TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vector    BLOB NOT NULL,
+        PRIMARY KEY (model, text_hash)
+    );
+    "#,
 ];

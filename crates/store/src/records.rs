@@ -9,6 +9,10 @@ pub struct Channel {
     pub name: String,
     pub system_prompt: String,
     pub created_ms: i64,
+    /// Folder the channel's file tools work in; empty for the default one.
+    pub workspace: String,
+    /// The part of the system prompt the agent edits with `update_sys`.
+    pub agent_section: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,4 +72,63 @@ pub struct Checkpoint {
     pub night: Option<i64>,
     pub created_ms: i64,
     pub active: bool,
+}
+
+/// A file-changing tool call in a workspace: `changes` is the tool crate's
+/// own encoding of the forward and inverse edits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    pub id: i64,
+    pub workspace: String,
+    pub tool: String,
+    pub summary: String,
+    pub changes: String,
+    pub state: RevisionState,
+    pub created_ms: i64,
+}
+
+/// Where a revision stands in its workspace's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevisionState {
+    /// Applied; the next undo reverts the newest of these.
+    Done,
+    /// Reverted; the next redo re-applies the oldest-undone of these.
+    Undone,
+    /// Undone and then superseded by a new edit: no longer redoable.
+    Dropped,
+}
+
+impl RevisionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevisionState::Done => "done",
+            RevisionState::Undone => "undone",
+            RevisionState::Dropped => "dropped",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> RevisionState {
+        match s {
+            "undone" => RevisionState::Undone,
+            "dropped" => RevisionState::Dropped,
+            _ => RevisionState::Done,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub id: i64,
+    pub title: String,
+    pub body: String,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoardPost {
+    pub id: i64,
+    pub board: String,
+    pub author: String,
+    pub text: String,
+    pub created_ms: i64,
 }

@@ -64,7 +64,7 @@ impl Store {
         &self.path
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written:
         // every write is one transaction.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
@@ -116,7 +116,7 @@ impl Store {
         Ok(self
             .conn()
             .query_row(
-                "SELECT id, name, system_prompt, created_ms FROM channels WHERE name = ?1",
+                "SELECT id, name, system_prompt, created_ms, workspace, agent_section FROM channels WHERE name = ?1",
                 [name],
                 channel_row,
             )
@@ -126,7 +126,7 @@ impl Store {
     pub fn channel(&self, id: ChannelId) -> Result<Channel> {
         self.conn()
             .query_row(
-                "SELECT id, name, system_prompt, created_ms FROM channels WHERE id = ?1",
+                "SELECT id, name, system_prompt, created_ms, workspace, agent_section FROM channels WHERE id = ?1",
                 [id.0],
                 channel_row,
             )
@@ -137,7 +137,7 @@ impl Store {
     pub fn channels(&self) -> Result<Vec<Channel>> {
         let conn = self.conn();
         let mut stmt =
-            conn.prepare("SELECT id, name, system_prompt, created_ms FROM channels ORDER BY id")?;
+            conn.prepare("SELECT id, name, system_prompt, created_ms, workspace, agent_section FROM channels ORDER BY id")?;
         let rows = stmt.query_map([], channel_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -520,6 +520,8 @@ fn channel_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Channel> {
         name: r.get(1)?,
         system_prompt: r.get(2)?,
         created_ms: r.get(3)?,
+        workspace: r.get(4)?,
+        agent_section: r.get(5)?,
     })
 }
 

@@ -1,0 +1,239 @@
+//! What the agent's tools keep: channel workspaces and prompt sections, file
+//! revisions, notes, recipes, the shared board and the embedding cache.
+
+use reverie_core::ChannelId;
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
+
+use crate::error::{Result, StoreError};
+use crate::records::{BoardPost, Note, Revision, RevisionState};
+use crate::store::{now_ms, Store};
+
+fn revision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Revision> {
+    Ok(Revision {
+        id: r.get(0)?,
+        workspace: r.get(1)?,
+        tool: r.get(2)?,
+        summary: r.get(3)?,
+        changes: r.get(4)?,
+        state: RevisionState::parse(&r.get::<_, String>(5)?),
+        created_ms: r.get(6)?,
+    })
+}
+
+const REVISION_COLUMNS: &str = "id, workspace, tool, summary, changes, state, created_ms";
+
+impl Store {
+    // ---- channel workspace and agent-owned prompt section ------------------
+
+    pub fn set_workspace(&self, id: ChannelId, workspace: &str) -> Result<()> {
+        self.update_channel_column("workspace", id, workspace)
+    }
+
+    pub fn set_agent_section(&self, id: ChannelId, section: &str) -> Result<()> {
+        self.update_channel_column("agent_section", id, section)
+    }
+
+    fn update_channel_column(&self, column: &'static str, id: ChannelId, value: &str) -> Result<()> {
+        let sql = format!("UPDATE channels SET {column} = ?1 WHERE id = ?2");
+        let n = self.conn().execute(&sql, params![value, id.0])?;
+        if n == 0 {
+            return Err(StoreError::NoSuchChannelId(id.0));
+        }
+        Ok(())
+    }
+
+    // ---- file revisions (undo / redo) ---------------------------------------
+
+    /// Records an applied revision; anything undone in `workspace` stops
+    /// being redoable, as in every editor.
+    pub fn push_revision(
+        &self,
+        workspace: &str,
+        tool: &str,
+        summary: &str,
+        changes: &str,
+    ) -> Result<i64> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "UPDATE revisions SET state = 'dropped' WHERE workspace = ?1 AND state = 'undone'",
+            [workspace],
+        )?;
+        tx.execute(
+            "INSERT INTO revisions (workspace, tool, summary, changes, state, created_ms)
+             VALUES (?1, ?2, ?3, ?4, 'done', ?5)",
+            params![workspace, tool, summary, changes, now_ms()],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// The revision the next undo reverts: the newest applied one.
+    pub fn undo_candidate(&self, workspace: &str) -> Result<Option<Revision>> {
+        let sql = format!(
+            "SELECT {REVISION_COLUMNS} FROM revisions
+             WHERE workspace = ?1 AND state = 'done' ORDER BY id DESC LIMIT 1"
+        );
+        Ok(self
+            .conn()
+            .query_row(&sql, [workspace], revision_row)
+            .optional()?)
+    }
+
+    /// The revision the next redo re-applies: the oldest undone one.
+    pub fn redo_candidate(&self, workspace: &str) -> Result<Option<Revision>> {
+        let sql = format!(
+            "SELECT {REVISION_COLUMNS} FROM revisions
+             WHERE workspace = ?1 AND state = 'undone' ORDER BY id ASC LIMIT 1"
+        );
+        Ok(self
+            .conn()
+            .query_row(&sql, [workspace], revision_row)
+            .optional()?)
+    }
+
+    pub fn set_revision_state(&self, id: i64, state: RevisionState) -> Result<()> {
+        let n = self.conn().execute(
+            "UPDATE revisions SET state = ?1 WHERE id = ?2",
+            params![state.as_str(), id],
+        )?;
+        if n == 0 {
+            return Err(StoreError::NotFound {
+                what: "revision",
+                id,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every revision of `workspace`, oldest first.
+    pub fn revisions(&self, workspace: &str) -> Result<Vec<Revision>> {
+        let conn = self.conn();
+        let sql =
+            format!("SELECT {REVISION_COLUMNS} FROM revisions WHERE workspace = ?1 ORDER BY id");
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([workspace], revision_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    // ---- notes -------------------------------------------------------------
+
+    pub fn add_note(&self, title: &str, body: &str) -> Result<i64> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO notes (title, body, created_ms) VALUES (?1, ?2, ?3)",
+            params![title, body, now_ms()],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    pub fn notes(&self) -> Result<Vec<Note>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT id, title, body, created_ms FROM notes ORDER BY id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Note {
+                id: r.get(0)?,
+                title: r.get(1)?,
+                body: r.get(2)?,
+                created_ms: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn delete_note(&self, id: i64) -> Result<()> {
+        let n = self.conn().execute("DELETE FROM notes WHERE id = ?1", [id])?;
+        if n == 0 {
+            return Err(StoreError::NotFound { what: "note", id });
+        }
+        Ok(())
+    }
+
+    // ---- recipes -----------------------------------------------------------
+
+    /// Saves (or replaces) the text template `name`.
+    pub fn save_recipe(&self, name: &str, template: &str) -> Result<()> {
+        self.conn().execute(
+            "INSERT OR REPLACE INTO recipes (name, template, created_ms) VALUES (?1, ?2, ?3)",
+            params![name, template, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    pub fn recipe(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row("SELECT template FROM recipes WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// Recipe names with their templates, by name.
+    pub fn recipes(&self) -> Result<Vec<(String, String)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name, template FROM recipes ORDER BY name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    // ---- the board shared by channels --------------------------------------
+
+    pub fn post_to_board(&self, board: &str, author: &str, text: &str) -> Result<i64> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO board_posts (board, author, text, created_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![board, author, text, now_ms()],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// Posts on `board` with an id above `after`, oldest first, at most `limit`.
+    pub fn board_posts(&self, board: &str, after: i64, limit: usize) -> Result<Vec<BoardPost>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, board, author, text, created_ms FROM board_posts
+             WHERE board = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![board, after, limit as i64], |r| {
+            Ok(BoardPost {
+                id: r.get(0)?,
+                board: r.get(1)?,
+                author: r.get(2)?,
+                text: r.get(3)?,
+                created_ms: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    // ---- embedding cache ---------------------------------------------------
+
+    /// The cached embedding of the text whose hash is `text_hash` under
+    /// `model`, if any.
+    pub fn cached_embedding(&self, model: &str, text_hash: &str) -> Result<Option<Vec<f32>>> {
+        let bytes: Option<Vec<u8>> = self
+            .conn()
+            .query_row(
+                "SELECT vector FROM embeddings WHERE model = ?1 AND text_hash = ?2",
+                params![model, text_hash],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(bytes.map(|b| {
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        }))
+    }
+
+    pub fn cache_embedding(&self, model: &str, text_hash: &str, vector: &[f32]) -> Result<()> {
+        let bytes: Vec<u8> = vector.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.conn().execute(
+            "INSERT OR REPLACE INTO embeddings (model, text_hash, vector) VALUES (?1, ?2, ?3)",
+            params![model, text_hash, bytes],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,221 @@
+//! The agent's tools: what it can do on its user's machine, each with a JSON
+//! schema, limits, and error texts that tell the model what to do next.
+//!
+//! A [`Toolbox`] belongs to one channel. Every file path resolves inside the
+//! channel's [`Workspace`]: `..`, absolute paths and symlinks that lead out
+//! are refused. Every file-changing tool records a revision (forward and
+//! inverse edits, contents in the blob store), so `undo` and `redo` work
+//! across restarts. Things several channels share (background jobs, the
+//! embedding model, the camera) live in one [`Services`].
+//!
+//! Tools, by family: files (`read_file`, `write_file`, `edit_file`,
+//! `list_dir`, `make_dir`, `delete_path`, `file_info`, `tree`, `undo`,
+//! `redo`), search (`grep`, `glob`), python (`python`, `jobs`, `outline`),
+//! notes and recipes (`notes`, `recipe`), `git`, media (`read_pdf`,
+//! `load_image`, `capture_webcam`, `send_file`), `health`, `update_sys`
+//! and `board`.
+//!
+//! This crate must never talk to the model: it takes arguments and returns
+//! text (and attachments); the agent loop decides what the model sees.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use reverie_core::Home;
+//! use reverie_store::Store;
+//! use reverie_tools::{Services, Toolbox};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let home = Home::new(dir.path());
+//! let store = Arc::new(Store::open(&home).unwrap());
+//! let channel = store.ensure_channel("general").unwrap();
+//! let services = Arc::new(Services::new(&home));
+//! let tools = Toolbox::open(store, channel, services).unwrap();
+//! tools.call("write_file", &serde_json::json!({"path": "a.txt", "content": "hi\n"})).unwrap();
+//! let out = tools.call("read_file", &serde_json::json!({"path": "a.txt"})).unwrap();
+//! assert!(out.text.contains("hi"));
+//! tools.call("undo", &serde_json::json!({})).unwrap();
+//! assert!(tools.call("read_file", &serde_json::json!({"path": "a.txt"})).is_err());
+//! ```
+
+mod board;
+mod camera;
+mod error;
+mod files;
+mod git;
+mod health;
+mod history;
+mod jobs;
+mod media;
+mod notes;
+mod output;
+mod python;
+mod sandbox;
+mod search;
+mod services;
+mod system;
+
+use std::sync::Arc;
+
+use reverie_core::ChannelId;
+use reverie_store::Store;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use camera::{Frame, FrameSource, NoCamera, SyntheticCamera};
+pub use error::ToolError;
+pub use jobs::JobTable;
+pub use sandbox::{Workspace, SCRATCHPAD};
+pub use services::Services;
+pub use system::agent_section_text;
+
+/// A file or image the tool puts into the chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// Content hash in the blob store.
+    pub blob: String,
+    pub name: String,
+    pub is_image: bool,
+}
+
+/// What a successful call returns: text for the model and, for media tools,
+/// attachments for the chat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        ToolOutput {
+            text,
+            attachments: Vec::new(),
+        }
+    }
+}
+
+/// One tool: its name, what it is for, its parameter schema, its code.
+pub(crate) struct ToolDef {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub parameters: fn() -> Value,
+    pub run: fn(&Toolbox, &Value) -> Result<ToolOutput, ToolError>,
+}
+
+fn all_tools() -> impl Iterator<Item = &'static ToolDef> {
+    [
+        files::TOOLS,
+        history::TOOLS,
+        search::TOOLS,
+        python::TOOLS,
+        jobs::TOOLS,
+        notes::TOOLS,
+        git::TOOLS,
+        media::TOOLS,
+        health::TOOLS,
+        system::TOOLS,
+        board::TOOLS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Names of every tool, in the order the model is shown them.
+pub fn tool_names() -> Vec<&'static str> {
+    all_tools().map(|t| t.name).collect()
+}
+
+/// The tool definitions in the OpenAI / Hermes function format the chat
+/// templates expect.
+pub fn definitions() -> Vec<Value> {
+    all_tools()
+        .map(|t| {
+            serde_json::json!({
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": (t.parameters)(),
+                }
+            })
+        })
+        .collect()
+}
+
+/// One channel's tools.
+pub struct Toolbox {
+    store: Arc<Store>,
+    channel: ChannelId,
+    channel_name: String,
+    workspace: Workspace,
+    services: Arc<Services>,
+}
+
+impl Toolbox {
+    /// The tools of `channel`, working in its workspace (the one set on the
+    /// channel, else `workspaces/<id>` under the data folder).
+    pub fn open(
+        store: Arc<Store>,
+        channel: ChannelId,
+        services: Arc<Services>,
+    ) -> Result<Toolbox, ToolError> {
+        let info = store.channel(channel)?;
+        let root = if info.workspace.trim().is_empty() {
+            services.default_workspace(channel)
+        } else {
+            info.workspace.clone().into()
+        };
+        let workspace = Workspace::open(&root)?;
+        Ok(Toolbox {
+            store,
+            channel,
+            channel_name: info.name,
+            workspace,
+            services,
+        })
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    pub fn channel(&self) -> ChannelId {
+        self.channel
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn services(&self) -> &Services {
+        &self.services
+    }
+
+    pub(crate) fn channel_name(&self) -> &str {
+        &self.channel_name
+    }
+
+    /// Runs tool `name` with `args` (a JSON object; `null` counts as `{}`).
+    pub fn call(&self, name: &str, args: &Value) -> Result<ToolOutput, ToolError> {
+        let tool = all_tools()
+            .find(|t| t.name == name)
+            .ok_or_else(|| ToolError::UnknownTool {
+                name: name.to_string(),
+                available: tool_names().join(", "),
+            })?;
+        let empty = Value::Object(Default::default());
+        let args = if args.is_null() { &empty } else { args };
+        (tool.run)(self, args)
+    }
+}
+
+/// Parses a tool's arguments, naming the tool in the error.
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    tool: &'static str,
+    args: &Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(args.clone()).map_err(|e| ToolError::BadArguments {
+        tool,
+        detail: e.to_string(),
+    })
+}

@@ -1,0 +1,321 @@
+//! Notes the agent keeps across channels (searched by meaning), and recipes:
+//! named text templates with `{parameters}` it can fill later.
+
+use std::collections::BTreeSet;
+
+use reverie_store::{BlobHash, Note};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
+
+const EMBEDDER_KEY: &str = "all-minilm-l6-v2";
+const MAX_NOTE_BYTES: usize = 64 << 10;
+const SEARCH_RESULTS: usize = 5;
+
+fn note_text(n: &Note) -> String {
+    format!("{}\n{}", n.title, n.body)
+}
+
+/// Embeddings of `texts`, from the store's cache where possible.
+fn embeddings(tb: &Toolbox, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, ToolError> {
+    let Some(embedder) = tb.services().embedder() else {
+        return Ok(None);
+    };
+    let hashes: Vec<String> = texts.iter().map(|t| BlobHash::of(t.as_bytes()).0).collect();
+    let mut out: Vec<Option<Vec<f32>>> = hashes
+        .iter()
+        .map(|h| tb.store().cached_embedding(EMBEDDER_KEY, h))
+        .collect::<Result<_, _>>()?;
+    let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    if !missing.is_empty() {
+        let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
+        let vecs = embedder.embed(&batch).map_err(|e| ToolError::Failed {
+            what: "embedding".into(),
+            detail: e.to_string(),
+        })?;
+        for (&i, v) in missing.iter().zip(vecs) {
+            tb.store().cache_embedding(EMBEDDER_KEY, &hashes[i], &v)?;
+            out[i] = Some(v);
+        }
+    }
+    Ok(Some(out.into_iter().map(Option::unwrap_or_default).collect()))
+}
+
+/// Notes ranked by similarity to `query`, best first, with their scores.
+pub(crate) fn search_notes(tb: &Toolbox, query: &str) -> Result<Vec<(f64, Note)>, ToolError> {
+    let notes = tb.store().notes()?;
+    let mut texts: Vec<String> = notes.iter().map(note_text).collect();
+    texts.push(query.to_string());
+    let scores: Vec<f64> = match embeddings(tb, &texts)? {
+        Some(vecs) => {
+            let q = vecs.last().expect("query embedded");
+            vecs[..notes.len()]
+                .iter()
+                .map(|v| reverie_embed::cosine(v, q) as f64)
+                .collect()
+        }
+        None => texts[..notes.len()]
+            .iter()
+            .map(|t| reverie_embed::word_overlap(t, query))
+            .collect(),
+    };
+    let mut ranked: Vec<(f64, Note)> = scores.into_iter().zip(notes).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    Ok(ranked)
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum NoteAction {
+    Create,
+    List,
+    Search,
+    Delete,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoteArgs {
+    action: NoteAction,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default)]
+    id: Option<i64>,
+}
+
+fn notes(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: NoteArgs = parse_args("notes", args)?;
+    let text = match a.action {
+        NoteAction::Create => {
+            let body = a
+                .text
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| ToolError::refused("create needs `text`: what to remember"))?;
+            if body.len() > MAX_NOTE_BYTES {
+                return Err(ToolError::refused(
+                    "the note is over 64 KiB; keep notes short, put long text in a file",
+                ));
+            }
+            let title = a
+                .title
+                .unwrap_or_else(|| crate::output::cap_line(body.lines().next().unwrap_or(""), 60));
+            let id = tb.store().add_note(&title, &body)?;
+            format!("saved note {id}: {title}")
+        }
+        NoteAction::List => {
+            let all = tb.store().notes()?;
+            if all.is_empty() {
+                "no notes yet".to_string()
+            } else {
+                all.iter()
+                    .map(|n| format!("{}: {}", n.id, n.title))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+        NoteAction::Search => {
+            let q = a
+                .query
+                .filter(|q| !q.trim().is_empty())
+                .ok_or_else(|| ToolError::refused("search needs `query`: what to look for"))?;
+            let ranked = search_notes(tb, &q)?;
+            if ranked.is_empty() {
+                "no notes yet".to_string()
+            } else {
+                ranked
+                    .iter()
+                    .take(SEARCH_RESULTS)
+                    .map(|(s, n)| format!("note {} (score {s:.2}): {}\n{}", n.id, n.title, n.body))
+                    .collect::<Vec<_>>()
+                    .join("\n---\n")
+            }
+        }
+        NoteAction::Delete => {
+            let id = a
+                .id
+                .ok_or_else(|| ToolError::refused("delete needs `id`; list shows the ids"))?;
+            tb.store().delete_note(id).map_err(|_| {
+                ToolError::refused(format!("there is no note {id}; list shows the ids"))
+            })?;
+            format!("deleted note {id}")
+        }
+    };
+    Ok(text.into())
+}
+
+/// The `{name}` placeholders of a template (`{{` and `}}` are literal braces).
+fn placeholders(template: &str) -> Result<BTreeSet<String>, ToolError> {
+    let mut out = BTreeSet::new();
+    let mut rest = template.replace("{{", "").replace("}}", "");
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            return Err(ToolError::refused(
+                "the template has a `{` without a closing `}`; write `{{` for a literal brace",
+            ));
+        };
+        let name = rest[start + 1..start + len].trim().to_string();
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(ToolError::refused(format!(
+                "`{{{name}}}` is not a valid parameter; use letters, digits and _ inside braces"
+            )));
+        }
+        out.insert(name);
+        rest = rest[start + len + 1..].to_string();
+    }
+    Ok(out)
+}
+
+fn fill(template: &str, values: &serde_json::Map<String, Value>) -> Result<String, ToolError> {
+    let needed = placeholders(template)?;
+    let missing: Vec<_> = needed.iter().filter(|n| !values.contains_key(*n)).collect();
+    if !missing.is_empty() {
+        return Err(ToolError::refused(format!(
+            "missing values for {}; pass them in `values`",
+            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let unknown: Vec<_> = values.keys().filter(|k| !needed.contains(*k)).collect();
+    if !unknown.is_empty() {
+        return Err(ToolError::refused(format!(
+            "the recipe has no parameter {}; its parameters are {}",
+            unknown.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+            needed.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let mut out = template.replace("{{", "\u{0}L").replace("}}", "\u{0}R");
+    for (k, v) in values {
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out = out.replace(&format!("{{{k}}}"), &v);
+    }
+    Ok(out.replace("\u{0}L", "{").replace("\u{0}R", "}"))
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum RecipeAction {
+    Save,
+    Fill,
+    List,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecipeArgs {
+    action: RecipeAction,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    values: serde_json::Map<String, Value>,
+}
+
+fn recipe(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: RecipeArgs = parse_args("recipe", args)?;
+    let need_name = || {
+        a.name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| ToolError::refused("this action needs `name`"))
+    };
+    let text = match a.action {
+        RecipeAction::Save => {
+            let name = need_name()?;
+            let template = a
+                .template
+                .clone()
+                .ok_or_else(|| ToolError::refused("save needs `template`, e.g. \"Dear {name}, …\""))?;
+            let params = placeholders(&template)?;
+            tb.store().save_recipe(&name, &template)?;
+            format!(
+                "saved recipe `{name}` with parameters: {}",
+                params.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        }
+        RecipeAction::Fill => {
+            let name = need_name()?;
+            let template = tb.store().recipe(&name)?.ok_or_else(|| {
+                ToolError::refused(format!("there is no recipe `{name}`; list shows them"))
+            })?;
+            fill(&template, &a.values)?
+        }
+        RecipeAction::List => {
+            let all = tb.store().recipes()?;
+            if all.is_empty() {
+                "no recipes yet".to_string()
+            } else {
+                all.iter()
+                    .map(|(n, t)| {
+                        let params = placeholders(t).unwrap_or_default();
+                        format!("{n}({})", params.into_iter().collect::<Vec<_>>().join(", "))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+    };
+    Ok(text.into())
+}
+
+pub(crate) const TOOLS: &[ToolDef] = &[
+    ToolDef {
+        name: "notes",
+        description: "Your notes, kept across channels and days: create, list, search (by meaning), delete.",
+        parameters: || {
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["create", "list", "search", "delete"]},
+                "title": {"type": "string"},
+                "text": {"type": "string", "description": "the note (create)"},
+                "query": {"type": "string", "description": "what to look for (search)"},
+                "id": {"type": "integer", "description": "note id (delete)"}
+            }, "required": ["action"]})
+        },
+        run: notes,
+    },
+    ToolDef {
+        name: "recipe",
+        description: "Reusable text templates with {parameters}: save, fill (with values), list.",
+        parameters: || {
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["save", "fill", "list"]},
+                "name": {"type": "string"},
+                "template": {"type": "string", "description": "text with {parameter} slots (save)"},
+                "values": {"type": "object", "description": "parameter values (fill)"}
+            }, "required": ["action"]})
+        },
+        run: recipe,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_and_complain() {
+        let t = "Dear {name}, your {item} ships {{soon}}.";
+        assert_eq!(
+            placeholders(t).unwrap().into_iter().collect::<Vec<_>>(),
+            ["item", "name"]
+        );
+        let v = json!({"name": "Ada", "item": "lathe"});
+        assert_eq!(
+            fill(t, v.as_object().unwrap()).unwrap(),
+            "Dear Ada, your lathe ships {soon}."
+        );
+        let e = fill(t, json!({"name": "Ada"}).as_object().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("missing values for `item`"), "{e}");
+        let e = fill(t, json!({"name": "A", "item": "b", "x": 1}).as_object().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("no parameter `x`"), "{e}");
+        assert!(placeholders("a {b").is_err());
+    }
+}

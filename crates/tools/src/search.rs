@@ -1,0 +1,194 @@
+//! grep and glob over the workspace, with ripgrep's own crates: `ignore`
+//! walks (respecting .gitignore), `grep-searcher` searches, `globset` matches.
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::UTF8;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+use crate::output::cap_line;
+use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
+
+const DEFAULT_RESULTS: usize = 50;
+const MAX_RESULTS: usize = 200;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    pattern: String,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    glob: Option<String>,
+    #[serde(default)]
+    ignore_case: bool,
+    #[serde(default = "default_results")]
+    max_results: usize,
+}
+
+fn default_results() -> usize {
+    DEFAULT_RESULTS
+}
+
+fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| {
+            ToolError::refused(format!(
+                "`{pattern}` is not a valid glob ({e}); e.g. `*.py` or `src/**/*.rs`"
+            ))
+        })
+}
+
+fn walker(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, ignore::Walk), ToolError> {
+    let abs = tb.workspace().resolve(rel)?;
+    if !abs.exists() {
+        return Err(ToolError::NotFound {
+            path: rel.to_string(),
+        });
+    }
+    let walk = ignore::WalkBuilder::new(&abs)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    Ok((abs, walk))
+}
+
+fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: GrepArgs = parse_args("grep", args)?;
+    let max = a.max_results.clamp(1, MAX_RESULTS);
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(a.ignore_case)
+        .build(&a.pattern)
+        .map_err(|e| {
+            ToolError::refused(format!(
+                "`{}` is not a valid regular expression: {e}. Escape special characters like ( [ . with a backslash",
+                a.pattern
+            ))
+        })?;
+    let glob = a.glob.as_deref().map(compile_glob).transpose()?;
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let (_, walk) = walker(tb, &a.path)?;
+    let root = tb.workspace().root().to_path_buf();
+    let mut hits = Vec::new();
+    let mut truncated = false;
+    for entry in walk.filter_map(Result::ok) {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let rel = entry
+            .path()
+            .strip_prefix(&root)
+            .unwrap_or(entry.path())
+            .to_path_buf();
+        if let Some(g) = &glob {
+            if !g.is_match(&rel) && !rel.file_name().is_some_and(|n| g.is_match(n)) {
+                continue;
+            }
+        }
+        let shown = rel.display().to_string();
+        let res = searcher.search_path(
+            &matcher,
+            entry.path(),
+            UTF8(|line_no, line| {
+                if hits.len() >= max {
+                    truncated = true;
+                    return Ok(false);
+                }
+                hits.push(format!(
+                    "{shown}:{line_no}: {}",
+                    cap_line(line.trim_end(), 300)
+                ));
+                Ok(true)
+            }),
+        );
+        if let Err(e) = res {
+            tracing::debug!("grep skipped {shown}: {e}");
+        }
+        if truncated {
+            break;
+        }
+    }
+    if hits.is_empty() {
+        return Ok(format!("no matches for `{}`", a.pattern).into());
+    }
+    let mut out = hits.join("\n");
+    if truncated {
+        out.push_str(&format!(
+            "\n… stopped at {max} matches; narrow the pattern, path or glob"
+        ));
+    }
+    Ok(out.into())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GlobArgs {
+    pattern: String,
+    #[serde(default)]
+    path: String,
+}
+
+fn glob(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: GlobArgs = parse_args("glob", args)?;
+    let g = compile_glob(&a.pattern)?;
+    let (_, walk) = walker(tb, &a.path)?;
+    let root = tb.workspace().root().to_path_buf();
+    let mut found = Vec::new();
+    for entry in walk.filter_map(Result::ok) {
+        let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        if g.is_match(rel) || rel.file_name().is_some_and(|n| g.is_match(n)) {
+            found.push(rel.display().to_string());
+            if found.len() > MAX_RESULTS {
+                break;
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(format!("nothing matches `{}`", a.pattern).into());
+    }
+    let more = found.len() > MAX_RESULTS;
+    found.truncate(MAX_RESULTS);
+    let mut out = found.join("\n");
+    if more {
+        out.push_str(&format!("\n… more than {MAX_RESULTS}; narrow the pattern"));
+    }
+    Ok(out.into())
+}
+
+pub(crate) const TOOLS: &[ToolDef] = &[
+    ToolDef {
+        name: "grep",
+        description: "Search file contents with a regular expression; prints path:line: text.",
+        parameters: || {
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string", "description": "regular expression"},
+                "path": {"type": "string", "description": "folder or file to search (default: workspace root)"},
+                "glob": {"type": "string", "description": "only files matching this glob, e.g. *.py"},
+                "ignore_case": {"type": "boolean"},
+                "max_results": {"type": "integer", "description": "default 50, at most 200"}
+            }, "required": ["pattern"]})
+        },
+        run: grep,
+    },
+    ToolDef {
+        name: "glob",
+        description: "Find files and folders whose path matches a glob such as **/*.py.",
+        parameters: || {
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string", "description": "folder to look in (default: workspace root)"}
+            }, "required": ["pattern"]})
+        },
+        run: glob,
+    },
+];

@@ -1,0 +1,84 @@
+//! What every channel's tools share: background jobs, the embedding model,
+//! the camera, and where things live.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use reverie_core::{ChannelId, Home};
+use reverie_embed::Embedder;
+
+use crate::camera::{FrameSource, NoCamera};
+use crate::jobs::JobTable;
+
+pub struct Services {
+    workspaces: PathBuf,
+    embedder_dir: PathBuf,
+    embedder: OnceLock<Option<Embedder>>,
+    pub(crate) jobs: JobTable,
+    pub(crate) camera: Box<dyn FrameSource>,
+    model: Mutex<String>,
+    vision: std::sync::atomic::AtomicBool,
+}
+
+impl Services {
+    pub fn new(home: &Home) -> Services {
+        Services {
+            workspaces: home.workspaces(),
+            embedder_dir: home.models().join("all-minilm-l6-v2"),
+            embedder: OnceLock::new(),
+            jobs: JobTable::new(home.jobs()),
+            camera: Box::new(NoCamera),
+            model: Mutex::new(String::new()),
+            vision: Default::default(),
+        }
+    }
+
+    /// Uses `camera` for `capture_webcam` (a real device, or a synthetic
+    /// source in tests).
+    pub fn with_camera(mut self, camera: Box<dyn FrameSource>) -> Services {
+        self.camera = camera;
+        self
+    }
+
+    /// Names the model in use, for `health`.
+    pub fn set_model_name(&self, name: &str) {
+        *self.model.lock().unwrap_or_else(|e| e.into_inner()) = name.to_string();
+    }
+
+    /// Says whether the model in use can see images (has a projector).
+    pub fn set_vision(&self, can_see: bool) {
+        self.vision
+            .store(can_see, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn vision(&self) -> bool {
+        self.vision.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn model_name(&self) -> String {
+        self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn default_workspace(&self, channel: ChannelId) -> PathBuf {
+        self.workspaces.join(channel.0.to_string())
+    }
+
+    pub fn jobs(&self) -> &JobTable {
+        &self.jobs
+    }
+
+    /// The sentence-embedding model, loaded on first use; `None` when it is
+    /// not installed (`reverie model fetch all-minilm-l6-v2`).
+    pub(crate) fn embedder(&self) -> Option<&Embedder> {
+        self.embedder
+            .get_or_init(|| {
+                if !self.embedder_dir.join("model.safetensors").exists() {
+                    return None;
+                }
+                Embedder::load(&self.embedder_dir)
+                    .map_err(|e| tracing::warn!("embedding model unusable: {e}"))
+                    .ok()
+            })
+            .as_ref()
+    }
+}

@@ -1,9 +1,8 @@
 //! The deployed model as value model: what it expected of a sub-task, from
 //! the description and similar sub-tasks of earlier nights only.
 
-
-pub use reverie_embed::word_overlap;
 use reverie_core::TokenSpan;
+pub use reverie_embed::word_overlap;
 use serde::{Deserialize, Serialize};
 
 use crate::judge::ask_json;

@@ -33,7 +33,12 @@ impl Store {
         self.update_channel_column("agent_section", id, section)
     }
 
-    fn update_channel_column(&self, column: &'static str, id: ChannelId, value: &str) -> Result<()> {
+    fn update_channel_column(
+        &self,
+        column: &'static str,
+        id: ChannelId,
+        value: &str,
+    ) -> Result<()> {
         let sql = format!("UPDATE channels SET {column} = ?1 WHERE id = ?2");
         let n = self.conn().execute(&sql, params![value, id.0])?;
         if n == 0 {
@@ -143,7 +148,9 @@ impl Store {
     }
 
     pub fn delete_note(&self, id: i64) -> Result<()> {
-        let n = self.conn().execute("DELETE FROM notes WHERE id = ?1", [id])?;
+        let n = self
+            .conn()
+            .execute("DELETE FROM notes WHERE id = ?1", [id])?;
         if n == 0 {
             return Err(StoreError::NotFound { what: "note", id });
         }
@@ -164,9 +171,11 @@ impl Store {
     pub fn recipe(&self, name: &str) -> Result<Option<String>> {
         Ok(self
             .conn()
-            .query_row("SELECT template FROM recipes WHERE name = ?1", [name], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT template FROM recipes WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
             .optional()?)
     }
 

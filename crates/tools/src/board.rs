@@ -42,9 +42,13 @@ fn board(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
                 .filter(|t| !t.trim().is_empty())
                 .ok_or_else(|| ToolError::refused("post needs `text`"))?;
             if text.len() > MAX_POST_BYTES {
-                return Err(ToolError::refused("posts are limited to 8 KiB; put long text in a file"));
+                return Err(ToolError::refused(
+                    "posts are limited to 8 KiB; put long text in a file",
+                ));
             }
-            let id = tb.store().post_to_board(&a.board, tb.channel_name(), &text)?;
+            let id = tb
+                .store()
+                .post_to_board(&a.board, tb.channel_name(), &text)?;
             format!("posted #{id} on board `{}`", a.board)
         }
         BoardAction::Read => {
@@ -69,7 +73,8 @@ fn board(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
 
 pub(crate) const TOOLS: &[ToolDef] = &[ToolDef {
     name: "board",
-    description: "A board shared by all channels: post a message, or read posts (after a post number).",
+    description:
+        "A board shared by all channels: post a message, or read posts (after a post number).",
     parameters: || {
         json!({"type": "object", "properties": {
             "action": {"type": "string", "enum": ["post", "read"]},

@@ -59,13 +59,15 @@ impl SyntheticCamera {
 
 impl FrameSource for SyntheticCamera {
     fn capture(&self) -> Result<Frame, String> {
-        let n = self
-            .count
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut rgb = Vec::with_capacity((self.width * self.height * 3) as usize);
         for y in 0..self.height {
             for x in 0..self.width {
-                rgb.extend_from_slice(&[(x * 255 / self.width.max(1)) as u8, (y * 255 / self.height.max(1)) as u8, (n * 40) as u8]);
+                rgb.extend_from_slice(&[
+                    (x * 255 / self.width.max(1)) as u8,
+                    (y * 255 / self.height.max(1)) as u8,
+                    (n * 40) as u8,
+                ]);
             }
         }
         Ok(Frame {

@@ -7,7 +7,9 @@ use std::path::Path;
 pub enum ToolError {
     #[error("there is no tool named `{name}`. Available tools: {available}")]
     UnknownTool { name: String, available: String },
-    #[error("bad arguments for {tool}: {detail}. Call it again with arguments that match its schema")]
+    #[error(
+        "bad arguments for {tool}: {detail}. Call it again with arguments that match its schema"
+    )]
     BadArguments { tool: &'static str, detail: String },
     #[error("`{path}` is outside the workspace: {why}")]
     OutsideWorkspace { path: String, why: &'static str },
@@ -48,7 +50,11 @@ impl ToolError {
     }
 
     pub fn io_at(root: &Path, path: &Path, err: std::io::Error) -> ToolError {
-        let shown = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let shown = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         ToolError::io(&shown, err)
     }
 }

@@ -20,7 +20,10 @@ fn path_param(what: &str) -> Value {
 }
 
 /// The text of a workspace file, or an error that says why it is not text.
-pub(crate) fn read_text(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, String), ToolError> {
+pub(crate) fn read_text(
+    tb: &Toolbox,
+    rel: &str,
+) -> Result<(std::path::PathBuf, String), ToolError> {
     let abs = tb.workspace().resolve(rel)?;
     if abs.is_dir() {
         return Err(ToolError::refused(format!(
@@ -198,7 +201,10 @@ fn edit_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             let new = new_lines(&a.text)?;
             let n = new.len();
             lines.splice(a.start_line - 1..a.start_line - 1, new);
-            format!("inserted {n} lines before line {} of {}", a.start_line, a.path)
+            format!(
+                "inserted {n} lines before line {} of {}",
+                a.start_line, a.path
+            )
         }
     };
     let mut out = lines.join("\n");
@@ -206,7 +212,9 @@ fn edit_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         out.push('\n');
     }
     if out.len() > MAX_WRITE_BYTES {
-        return Err(ToolError::refused("the edited file would be over the size limit"));
+        return Err(ToolError::refused(
+            "the edited file would be over the size limit",
+        ));
     }
     let rec = Recorder::path(tb, &abs)?;
     write_atomic(tb, &abs, out.as_bytes())?;
@@ -334,10 +342,7 @@ fn file_info(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let meta = abs.metadata().map_err(|e| ToolError::io(&shown, e))?;
     let kind = if meta.is_dir() { "folder" } else { "file" };
     let modified = meta.modified().map(rfc3339).unwrap_or_default();
-    let mut out = format!(
-        "{shown}: {kind}, {} bytes, modified {modified}",
-        meta.len()
-    );
+    let mut out = format!("{shown}: {kind}, {} bytes, modified {modified}", meta.len());
     if meta.is_file() {
         if let Ok(text) = std::fs::read_to_string(&abs) {
             out.push_str(&format!(", {} lines of text", text.lines().count()));

@@ -62,7 +62,12 @@ fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
         .args(["-c", "core.hooksPath=/dev/null", "-c", "color.ui=false"])
-        .args(["-c", "user.name=Reverie agent", "-c", "user.email=agent@reverie.local"]);
+        .args([
+            "-c",
+            "user.name=Reverie agent",
+            "-c",
+            "user.email=agent@reverie.local",
+        ]);
     match a.action {
         GitAction::Init => {
             cmd.args(["init", "--quiet"]);

@@ -38,7 +38,11 @@ fn health(tb: &Toolbox, _args: &Value) -> Result<ToolOutput, ToolError> {
     let model = s.model_name();
     let mut lines = vec![format!(
         "model: {}",
-        if model.is_empty() { "(none loaded)" } else { &model }
+        if model.is_empty() {
+            "(none loaded)"
+        } else {
+            &model
+        }
     )];
     lines.push(format!(
         "embedding model: {}",
@@ -61,7 +65,11 @@ fn health(tb: &Toolbox, _args: &Value) -> Result<ToolOutput, ToolError> {
             .count()
     ));
     if let Some((free, total)) = disk(tb.workspace().root()) {
-        lines.push(format!("disk (workspace): {} free of {}", gib(free), gib(total)));
+        lines.push(format!(
+            "disk (workspace): {} free of {}",
+            gib(free),
+            gib(total)
+        ));
     }
     Ok(lines.join("\n").into())
 }

@@ -257,7 +257,8 @@ pub fn undo(tb: &Toolbox) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::refused("nothing to undo in this workspace"));
     };
     apply(tb, &decode(&rev.changes)?, false)?;
-    tb.store().set_revision_state(rev.id, RevisionState::Undone)?;
+    tb.store()
+        .set_revision_state(rev.id, RevisionState::Undone)?;
     Ok(format!("undid {}: {}", rev.tool, rev.summary).into())
 }
 

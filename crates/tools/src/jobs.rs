@@ -154,11 +154,7 @@ impl JobTable {
         Ok((f.1, f.0))
     }
 
-    fn spawn(
-        &self,
-        mut cmd: Command,
-        limits: Limits,
-    ) -> Result<(Child, PathBuf), ToolError> {
+    fn spawn(&self, mut cmd: Command, limits: Limits) -> Result<(Child, PathBuf), ToolError> {
         let (path, log) = self.log_file()?;
         let err = |e: std::io::Error| ToolError::Failed {
             what: "starting the process".into(),
@@ -397,11 +393,14 @@ fn jobs_tool(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: JobArgs = parse_args("jobs", args)?;
     let table = &tb.services().jobs;
     let need_id = || {
-        a.id.ok_or_else(|| ToolError::refused("this action needs `id`: the job number from start or list"))
+        a.id.ok_or_else(|| {
+            ToolError::refused("this action needs `id`: the job number from start or list")
+        })
     };
     let text = match a.action {
         JobAction::Start => {
-            let (cmd, what) = crate::python::command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
+            let (cmd, what) =
+                crate::python::command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
             let id = table.start(tb.channel(), cmd, what)?;
             format!("started job {id}; poll it with {{\"action\": \"poll\", \"id\": {id}}}")
         }

@@ -34,7 +34,9 @@ fn read_bytes(tb: &Toolbox, rel: &str, max: u64) -> Result<Vec<u8>, ToolError> {
     let abs = tb.workspace().resolve(rel)?;
     let meta = abs.metadata().map_err(|e| ToolError::io(rel, e))?;
     if meta.is_dir() {
-        return Err(ToolError::refused(format!("`{rel}` is a folder, not a file")));
+        return Err(ToolError::refused(format!(
+            "`{rel}` is a folder, not a file"
+        )));
     }
     if meta.len() > max {
         return Err(ToolError::refused(format!(
@@ -63,7 +65,12 @@ fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     // The extractor panics on some malformed files; that must not take the
     // channel down.
     let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(&bytes))
-        .map_err(|_| ToolError::refused(format!("`{}` is a damaged PDF that could not be read", a.path)))?
+        .map_err(|_| {
+            ToolError::refused(format!(
+                "`{}` is a damaged PDF that could not be read",
+                a.path
+            ))
+        })?
         .map_err(|e| ToolError::refused(format!("`{}` could not be read as a PDF: {e}", a.path)))?;
     let total = pages.len();
     if a.first_page == 0 || a.first_page > total {
@@ -75,10 +82,18 @@ fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let end = (a.first_page - 1 + a.pages).min(total);
     let mut out = format!("{}: pages {}-{end} of {total}\n", a.path, a.first_page);
     for (i, text) in pages[a.first_page - 1..end].iter().enumerate() {
-        out.push_str(&format!("--- page {} ---\n{}\n", a.first_page + i, text.trim()));
+        out.push_str(&format!(
+            "--- page {} ---\n{}\n",
+            a.first_page + i,
+            text.trim()
+        ));
     }
     if end < total {
-        out.push_str(&format!("… {} more pages; call read_pdf with first_page {}\n", total - end, end + 1));
+        out.push_str(&format!(
+            "… {} more pages; call read_pdf with first_page {}\n",
+            total - end,
+            end + 1
+        ));
     }
     Ok(out.into())
 }
@@ -193,7 +208,8 @@ pub(crate) const TOOLS: &[ToolDef] = &[
     },
     ToolDef {
         name: "load_image",
-        description: "Show an image file from the workspace in the chat (and to you, if you can see images).",
+        description:
+            "Show an image file from the workspace in the chat (and to you, if you can see images).",
         parameters: || json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
         run: load_image,
     },

@@ -40,7 +40,9 @@ fn embeddings(tb: &Toolbox, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, T
             out[i] = Some(v);
         }
     }
-    Ok(Some(out.into_iter().map(Option::unwrap_or_default).collect()))
+    Ok(Some(
+        out.into_iter().map(Option::unwrap_or_default).collect(),
+    ))
 }
 
 /// Notes ranked by similarity to `query`, best first, with their scores.
@@ -137,9 +139,8 @@ fn notes(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             }
         }
         NoteAction::Delete => {
-            let id = a
-                .id
-                .ok_or_else(|| ToolError::refused("delete needs `id`; list shows the ids"))?;
+            let id =
+                a.id.ok_or_else(|| ToolError::refused("delete needs `id`; list shows the ids"))?;
             tb.store().delete_note(id).map_err(|_| {
                 ToolError::refused(format!("there is no note {id}; list shows the ids"))
             })?;
@@ -177,15 +178,27 @@ fn fill(template: &str, values: &serde_json::Map<String, Value>) -> Result<Strin
     if !missing.is_empty() {
         return Err(ToolError::refused(format!(
             "missing values for {}; pass them in `values`",
-            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+            missing
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     let unknown: Vec<_> = values.keys().filter(|k| !needed.contains(*k)).collect();
     if !unknown.is_empty() {
         return Err(ToolError::refused(format!(
             "the recipe has no parameter {}; its parameters are {}",
-            unknown.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
-            needed.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+            unknown
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            needed
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     let mut out = template.replace("{{", "\u{0}L").replace("}}", "\u{0}R");
@@ -230,10 +243,9 @@ fn recipe(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let text = match a.action {
         RecipeAction::Save => {
             let name = need_name()?;
-            let template = a
-                .template
-                .clone()
-                .ok_or_else(|| ToolError::refused("save needs `template`, e.g. \"Dear {name}, …\""))?;
+            let template = a.template.clone().ok_or_else(|| {
+                ToolError::refused("save needs `template`, e.g. \"Dear {name}, …\"")
+            })?;
             let params = placeholders(&template)?;
             tb.store().save_recipe(&name, &template)?;
             format!(
@@ -269,7 +281,8 @@ fn recipe(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
 pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "notes",
-        description: "Your notes, kept across channels and days: create, list, search (by meaning), delete.",
+        description:
+            "Your notes, kept across channels and days: create, list, search (by meaning), delete.",
         parameters: || {
             json!({"type": "object", "properties": {
                 "action": {"type": "string", "enum": ["create", "list", "search", "delete"]},
@@ -314,7 +327,13 @@ mod tests {
         );
         let e = fill(t, json!({"name": "Ada"}).as_object().unwrap()).unwrap_err();
         assert!(e.to_string().contains("missing values for `item`"), "{e}");
-        let e = fill(t, json!({"name": "A", "item": "b", "x": 1}).as_object().unwrap()).unwrap_err();
+        let e = fill(
+            t,
+            json!({"name": "A", "item": "b", "x": 1})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no parameter `x`"), "{e}");
         assert!(placeholders("a {b").is_err());
     }

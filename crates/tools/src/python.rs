@@ -50,11 +50,9 @@ pub(crate) fn command(
             cmd.arg(&abs);
             format!("python {path}")
         }
-        _ => {
-            return Err(ToolError::refused(
-                "give exactly one of `code` (Python source) or `path` (a .py file in the workspace)",
-            ))
-        }
+        _ => return Err(ToolError::refused(
+            "give exactly one of `code` (Python source) or `path` (a .py file in the workspace)",
+        )),
     };
     cmd.args(args);
     Ok((cmd, what))
@@ -93,12 +91,10 @@ fn run(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         limits.memory_bytes = mb << 20;
     }
     let (cmd, _) = command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
-    let res = tb.services().jobs.run_blocking(
-        cmd,
-        limits,
-        Duration::from_secs(timeout),
-        MAX_OUTPUT,
-    )?;
+    let res =
+        tb.services()
+            .jobs
+            .run_blocking(cmd, limits, Duration::from_secs(timeout), MAX_OUTPUT)?;
     let output = if res.output.trim().is_empty() {
         "(no output)".to_string()
     } else {

@@ -88,7 +88,11 @@ fn update_sys(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     tb.store().set_agent_section(tb.channel(), &encoded)?;
     Ok(format!(
         "your section of the system prompt now reads:\n{}",
-        if rendered.is_empty() { "(empty)\n" } else { &rendered }
+        if rendered.is_empty() {
+            "(empty)\n"
+        } else {
+            &rendered
+        }
     )
     .into())
 }

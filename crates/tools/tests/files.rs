@@ -9,7 +9,10 @@ use util::{assert_has, Fixture};
 fn read_write_edit_with_line_ranges() {
     let f = Fixture::new();
     let body: String = (1..=250).map(|i| format!("line {i}\n")).collect();
-    assert_has(&f.ok_text("write_file", json!({"path": "d/a.txt", "content": body})), "created d/a.txt (250 lines");
+    assert_has(
+        &f.ok_text("write_file", json!({"path": "d/a.txt", "content": body})),
+        "created d/a.txt (250 lines",
+    );
     let first = f.ok_text("read_file", json!({"path": "d/a.txt"}));
     assert_has(&first, "d/a.txt: lines 1-100 of 250");
     assert_has(&first, "100| line 100");
@@ -17,31 +20,88 @@ fn read_write_edit_with_line_ranges() {
     assert!(!first.contains("101| "));
     let last = f.ok_text("read_file", json!({"path": "d/a.txt", "offset": 241}));
     assert_has(&last, "lines 241-250 of 250");
-    assert_has(&f.err("read_file", json!({"path": "d/a.txt", "offset": 251})), "offset 251 is out of range: `d/a.txt` has 250 lines");
-    assert_has(&f.err("read_file", json!({"path": "d/a.txt", "limit": 101})), "limit must be between 1 and 100");
-    assert_has(&f.err("read_file", json!({"path": "nope.txt"})), "no file or folder at `nope.txt`");
+    assert_has(
+        &f.err("read_file", json!({"path": "d/a.txt", "offset": 251})),
+        "offset 251 is out of range: `d/a.txt` has 250 lines",
+    );
+    assert_has(
+        &f.err("read_file", json!({"path": "d/a.txt", "limit": 101})),
+        "limit must be between 1 and 100",
+    );
+    assert_has(
+        &f.err("read_file", json!({"path": "nope.txt"})),
+        "no file or folder at `nope.txt`",
+    );
     assert_has(&f.err("read_file", json!({"path": "d"})), "is a folder");
-    assert_has(&f.err("read_file", json!({})), "bad arguments for read_file: missing field `path`");
-    assert_has(&f.err("read_file", json!({"path": "d/a.txt", "lines": 3})), "unknown field `lines`");
+    assert_has(
+        &f.err("read_file", json!({})),
+        "bad arguments for read_file: missing field `path`",
+    );
+    assert_has(
+        &f.err("read_file", json!({"path": "d/a.txt", "lines": 3})),
+        "unknown field `lines`",
+    );
 
     f.ok("edit_file", json!({"path": "d/a.txt", "action": "replace", "start_line": 2, "end_line": 3, "text": "two\nthree\nthree and a half"}));
-    f.ok("edit_file", json!({"path": "d/a.txt", "action": "delete", "start_line": 1}));
-    f.ok("edit_file", json!({"path": "d/a.txt", "action": "insert", "start_line": 1, "text": "zero"}));
-    f.ok("edit_file", json!({"path": "d/a.txt", "action": "insert", "start_line": 252, "text": "end"}));
+    f.ok(
+        "edit_file",
+        json!({"path": "d/a.txt", "action": "delete", "start_line": 1}),
+    );
+    f.ok(
+        "edit_file",
+        json!({"path": "d/a.txt", "action": "insert", "start_line": 1, "text": "zero"}),
+    );
+    f.ok(
+        "edit_file",
+        json!({"path": "d/a.txt", "action": "insert", "start_line": 252, "text": "end"}),
+    );
     let text = f.read("d/a.txt");
-    assert!(text.starts_with("zero\ntwo\nthree\nthree and a half\nline 4\n"), "{text}");
+    assert!(
+        text.starts_with("zero\ntwo\nthree\nthree and a half\nline 4\n"),
+        "{text}"
+    );
     assert!(text.ends_with("line 250\nend\n"));
-    assert_has(&f.err("edit_file", json!({"path": "d/a.txt", "action": "delete", "start_line": 300})), "out of range");
+    assert_has(
+        &f.err(
+            "edit_file",
+            json!({"path": "d/a.txt", "action": "delete", "start_line": 300}),
+        ),
+        "out of range",
+    );
     assert_has(&f.err("edit_file", json!({"path": "d/a.txt", "action": "replace", "start_line": 5, "end_line": 4, "text": "x"})), "out of range");
-    assert_has(&f.err("edit_file", json!({"path": "d/a.txt", "action": "insert", "start_line": 1})), "needs `text`");
-    assert_has(&f.err("edit_file", json!({"path": "d/a.txt", "action": "rewrite", "start_line": 1})), "unknown variant `rewrite`");
+    assert_has(
+        &f.err(
+            "edit_file",
+            json!({"path": "d/a.txt", "action": "insert", "start_line": 1}),
+        ),
+        "needs `text`",
+    );
+    assert_has(
+        &f.err(
+            "edit_file",
+            json!({"path": "d/a.txt", "action": "rewrite", "start_line": 1}),
+        ),
+        "unknown variant `rewrite`",
+    );
 
     std::fs::write(f.path("bin.dat"), [0u8, 159, 146, 150]).unwrap();
-    assert_has(&f.err("read_file", json!({"path": "bin.dat"})), "binary file");
+    assert_has(
+        &f.err("read_file", json!({"path": "bin.dat"})),
+        "binary file",
+    );
     let long = "x".repeat(10_000);
     f.ok("write_file", json!({"path": "long.txt", "content": long}));
-    assert_has(&f.ok_text("read_file", json!({"path": "long.txt"})), "[8000 more bytes]");
-    assert_has(&f.err("write_file", json!({"path": "big.txt", "content": "y".repeat(5 << 20)})), "limit is 4 MiB");
+    assert_has(
+        &f.ok_text("read_file", json!({"path": "long.txt"})),
+        "[8000 more bytes]",
+    );
+    assert_has(
+        &f.err(
+            "write_file",
+            json!({"path": "big.txt", "content": "y".repeat(5 << 20)}),
+        ),
+        "limit is 4 MiB",
+    );
 }
 
 #[test]
@@ -53,64 +113,121 @@ fn paths_cannot_leave_the_workspace() {
         json!({"path": "../secret.txt"}),
         json!({"path": outside.display().to_string()}),
     ] {
-        assert_has(&f.err("read_file", args.clone()), "is outside the workspace");
+        assert_has(
+            &f.err("read_file", args.clone()),
+            "is outside the workspace",
+        );
         let mut w = args.clone();
         w["content"] = json!("pwned");
         assert_has(&f.err("write_file", w), "is outside the workspace");
     }
     std::os::unix::fs::symlink(f.dir.path(), f.path("link")).unwrap();
-    assert_has(&f.err("read_file", json!({"path": "link/secret.txt"})), "symbolic link that leads out");
-    assert_has(&f.err("write_file", json!({"path": "link/new.txt", "content": "x"})), "symbolic link");
-    assert_has(&f.err("delete_path", json!({"path": "link/secret.txt"})), "symbolic link");
+    assert_has(
+        &f.err("read_file", json!({"path": "link/secret.txt"})),
+        "symbolic link that leads out",
+    );
+    assert_has(
+        &f.err(
+            "write_file",
+            json!({"path": "link/new.txt", "content": "x"}),
+        ),
+        "symbolic link",
+    );
+    assert_has(
+        &f.err("delete_path", json!({"path": "link/secret.txt"})),
+        "symbolic link",
+    );
     assert_has(&f.err("list_dir", json!({"path": "link"})), "symbolic link");
-    assert_has(&f.err("grep", json!({"pattern": "secret", "path": "link"})), "symbolic link");
+    assert_has(
+        &f.err("grep", json!({"pattern": "secret", "path": "link"})),
+        "symbolic link",
+    );
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
     assert!(!f.dir.path().join("new.txt").exists());
-    assert_has(&f.err("delete_path", json!({"path": "."})), "workspace root cannot be deleted");
+    assert_has(
+        &f.err("delete_path", json!({"path": "."})),
+        "workspace root cannot be deleted",
+    );
 }
 
 #[test]
 fn list_make_delete_info_tree() {
     let f = Fixture::new();
     f.ok("make_dir", json!({"path": "src/deep"}));
-    f.ok("write_file", json!({"path": "src/main.py", "content": "print(1)\n"}));
-    f.ok("write_file", json!({"path": "README", "content": "hello\n"}));
+    f.ok(
+        "write_file",
+        json!({"path": "src/main.py", "content": "print(1)\n"}),
+    );
+    f.ok(
+        "write_file",
+        json!({"path": "README", "content": "hello\n"}),
+    );
     let listing = f.ok_text("list_dir", json!({}));
     assert_has(&listing, "README  (6 bytes)");
     assert_has(&listing, "src/");
-    assert_has(&f.ok_text("list_dir", json!({"path": "src/deep"})), "empty folder");
+    assert_has(
+        &f.ok_text("list_dir", json!({"path": "src/deep"})),
+        "empty folder",
+    );
     assert_has(&f.err("list_dir", json!({"path": "README"})), "is a file");
     let info = f.ok_text("file_info", json!({"path": "src/main.py"}));
     assert_has(&info, "src/main.py: file, 9 bytes, modified 20");
     assert_has(&info, "1 lines of text");
-    assert_has(&f.err("file_info", json!({"path": "zzz"})), "no file or folder at `zzz`");
+    assert_has(
+        &f.err("file_info", json!({"path": "zzz"})),
+        "no file or folder at `zzz`",
+    );
     let tree = f.ok_text("tree", json!({}));
     assert_has(&tree, "  src/\n    deep/\n    main.py\n");
-    assert_has(&f.err("make_dir", json!({"path": "README"})), "already exists as a file");
-    assert_has(&f.err("delete_path", json!({"path": "src"})), "pass \"recursive\": true");
+    assert_has(
+        &f.err("make_dir", json!({"path": "README"})),
+        "already exists as a file",
+    );
+    assert_has(
+        &f.err("delete_path", json!({"path": "src"})),
+        "pass \"recursive\": true",
+    );
     f.ok("delete_path", json!({"path": "src", "recursive": true}));
     assert!(!f.path("src").exists());
-    assert_has(&f.err("delete_path", json!({"path": "src"})), "no file or folder at `src`");
+    assert_has(
+        &f.err("delete_path", json!({"path": "src"})),
+        "no file or folder at `src`",
+    );
 }
 
 #[test]
 fn undo_and_redo_a_mix_of_edits_across_a_restart() {
     let f = Fixture::new();
-    f.ok("write_file", json!({"path": "notes/a.txt", "content": "one\ntwo\n"}));
-    f.ok("edit_file", json!({"path": "notes/a.txt", "action": "insert", "start_line": 3, "text": "three"}));
+    f.ok(
+        "write_file",
+        json!({"path": "notes/a.txt", "content": "one\ntwo\n"}),
+    );
+    f.ok(
+        "edit_file",
+        json!({"path": "notes/a.txt", "action": "insert", "start_line": 3, "text": "three"}),
+    );
     f.ok("make_dir", json!({"path": "empty/inner"}));
-    f.ok("write_file", json!({"path": "notes/b.txt", "content": "bee\n"}));
+    f.ok(
+        "write_file",
+        json!({"path": "notes/b.txt", "content": "bee\n"}),
+    );
     f.ok("delete_path", json!({"path": "notes", "recursive": true}));
     assert!(!f.path("notes").exists());
 
     let f = f.restart();
-    assert_has(&f.ok_text("undo", json!({})), "undid delete_path: deleted notes");
+    assert_has(
+        &f.ok_text("undo", json!({})),
+        "undid delete_path: deleted notes",
+    );
     assert_eq!(f.read("notes/a.txt"), "one\ntwo\nthree\n");
     assert_eq!(f.read("notes/b.txt"), "bee\n");
     f.ok("undo", json!({}));
     assert!(!f.path("notes/b.txt").exists());
     f.ok("undo", json!({}));
-    assert!(!f.path("empty").exists(), "make_dir undone removes the parents it made");
+    assert!(
+        !f.path("empty").exists(),
+        "make_dir undone removes the parents it made"
+    );
     f.ok("undo", json!({}));
     assert_eq!(f.read("notes/a.txt"), "one\ntwo\n");
 
@@ -130,6 +247,9 @@ fn undo_and_redo_a_mix_of_edits_across_a_restart() {
 
     // Undo never overwrites a change it did not make.
     std::fs::write(f.path("c.txt"), "the user's own edit").unwrap();
-    assert_has(&f.err("undo", json!({})), "`c.txt` was changed since then by something else");
+    assert_has(
+        &f.err("undo", json!({})),
+        "`c.txt` was changed since then by something else",
+    );
     assert_eq!(f.read("c.txt"), "the user's own edit");
 }

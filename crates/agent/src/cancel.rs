@@ -41,6 +41,11 @@ impl CancelFlag {
         *self.inner.hook.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
+    /// Forgets the hook of a finished generation; a press stays pressed.
+    pub(crate) fn disarm(&self) {
+        *self.inner.hook.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     pub(crate) fn arm(&self, hook: Hook) {
         let pressed = self.is_cancelled();
         *self.inner.hook.lock().unwrap_or_else(|e| e.into_inner()) = Some(hook);

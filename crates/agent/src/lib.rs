@@ -22,13 +22,16 @@
 //! # }
 //! ```
 
+mod actor;
 mod cancel;
 mod session;
 pub mod stray;
+pub mod toolcall;
 
 pub use cancel::CancelFlag;
 pub use reverie_core::ChatEvent;
-pub use session::{AgentError, ChannelSession, TurnOutcome};
+pub use actor::{Agent, AgentConfig, PendingTurn};
+pub use session::{AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS};
 
 /// The default system prompt shipped with Reverie.
 pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("../../../assets/prompts/system.md");

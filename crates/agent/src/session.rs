@@ -9,6 +9,47 @@ use reverie_infer::{
 use reverie_store::{Store, StoreError};
 
 use crate::cancel::CancelFlag;
+use crate::toolcall::{Hermes, ParsedCall, ToolCallFormat};
+
+/// Tool calls one turn may make before it is stopped.
+pub const DEFAULT_MAX_TOOL_CALLS: usize = 24;
+
+/// Told to every agent with tools, after the base prompt.
+const STANDING_INSTRUCTION: &str = "Keep scratch files in the `scratch/` folder of your workspace and delete them when you are done with them.";
+
+/// A channel's tools and how its model writes calls.
+pub struct ToolSetup {
+    pub toolbox: reverie_tools::Toolbox,
+    pub format: Box<dyn ToolCallFormat>,
+    pub max_calls: usize,
+    /// Only these tools are offered and run (all when `None`).
+    pub allowed: Option<Vec<String>>,
+}
+
+impl ToolSetup {
+    pub fn new(toolbox: reverie_tools::Toolbox) -> ToolSetup {
+        ToolSetup {
+            toolbox,
+            format: Box::new(Hermes),
+            max_calls: DEFAULT_MAX_TOOL_CALLS,
+            allowed: None,
+        }
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|n| n == name))
+    }
+
+    /// Definitions of the tools this channel offers.
+    pub fn definitions(&self) -> Vec<serde_json::Value> {
+        reverie_tools::definitions()
+            .into_iter()
+            .filter(|d| self.allows(d["function"]["name"].as_str().unwrap_or_default()))
+            .collect()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -18,6 +59,12 @@ pub enum AgentError {
     Infer(#[from] InferError),
     #[error("the message is empty; type something to send")]
     EmptyMessage,
+    #[error(transparent)]
+    Tool(#[from] reverie_tools::ToolError),
+    #[error("the agent of this channel has stopped; reopen the channel")]
+    ActorGone,
+    #[error("the channel's agent could not start: {0}")]
+    Actor(String),
 }
 
 /// What a finished turn produced.
@@ -27,8 +74,10 @@ pub struct TurnOutcome {
     pub reply_message: MessageId,
     pub reply: String,
     pub reason: StopReason,
+    /// Sampled tokens over every reply of the turn.
     pub reply_tokens: usize,
     pub usage: reverie_infer::Usage,
+    pub tool_calls: usize,
 }
 
 pub struct ChannelSession<'a> {
@@ -38,6 +87,8 @@ pub struct ChannelSession<'a> {
     channel: ChannelId,
     system_prompt: String,
     transcript: Transcript,
+    tools: Option<ToolSetup>,
+    constraint: Option<Constraint>,
 }
 
 impl<'a> ChannelSession<'a> {
@@ -70,7 +121,48 @@ impl<'a> ChannelSession<'a> {
             channel,
             system_prompt,
             transcript,
+            tools: None,
+            constraint: None,
         })
+    }
+
+    /// Gives the agent its tools: their definitions join the system prompt
+    /// (of a new conversation) and calls in replies are run.
+    pub fn with_tools(mut self, tools: ToolSetup) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    pub fn tools(&self) -> Option<&ToolSetup> {
+        self.tools.as_ref()
+    }
+
+    /// Constrains every reply (a grammar or JSON schema), e.g. to drive a
+    /// tool-calling protocol deterministically.
+    pub fn set_reply_constraint(&mut self, constraint: Option<Constraint>) {
+        self.constraint = constraint;
+    }
+
+    /// The system prompt a new conversation starts with: the base prompt,
+    /// and with tools the standing instruction, the agent's own section and
+    /// the tool definitions.
+    pub fn full_system_prompt(&self) -> Result<String, AgentError> {
+        let Some(tools) = &self.tools else {
+            return Ok(self.system_prompt.clone());
+        };
+        let mut prompt = format!("{}
+
+{STANDING_INSTRUCTION}", self.system_prompt.trim());
+        let stored = self.store.channel(self.channel)?.agent_section;
+        let section = reverie_tools::agent_section_text(&stored);
+        if !section.is_empty() {
+            prompt.push_str(&format!(
+                "\n\n# Your own notes (edit them with update_sys)\n{section}"
+            ));
+        }
+        Ok(self
+            .engine
+            .system_prompt_with_tools(&prompt, &tools.definitions()))
     }
 
     /// Replaces the unfinished-turn detector.
@@ -98,13 +190,17 @@ impl<'a> ChannelSession<'a> {
             return Err(AgentError::EmptyMessage);
         }
         let ch = self.channel;
-        if self.transcript.messages.is_empty() && !self.system_prompt.is_empty() {
-            let sys = ChatMessage::new(MessageRole::System, self.system_prompt.clone());
-            let mut t = self.transcript.clone();
-            let span = self.engine.append_messages(&mut t, &[sys])?;
-            self.store
-                .append_message(ch, MessageRole::System, &self.system_prompt, &span)?;
-            self.transcript = t;
+        cancel.reset();
+        if self.transcript.messages.is_empty() {
+            let system = self.full_system_prompt()?;
+            if !system.is_empty() {
+                let sys = ChatMessage::new(MessageRole::System, system.clone());
+                let mut t = self.transcript.clone();
+                let span = self.engine.append_messages(&mut t, &[sys])?;
+                self.store
+                    .append_message(ch, MessageRole::System, &system, &span)?;
+                self.transcript = t;
+            }
         }
         let mut t = self.transcript.clone();
         let span = self
@@ -115,11 +211,54 @@ impl<'a> ChannelSession<'a> {
             .append_message(ch, MessageRole::User, text, &span)?;
         self.transcript = t;
 
-        let (mut reply_message, mut reply, mut finish, mut n) =
-            self.reply(params, cancel, on_event, TokenSpan::default())?;
+        let mut prefix = TokenSpan::default();
+        let mut calls_made = 0;
+        let mut sampled = 0;
+        let (mut reply_message, mut reply, mut finish);
+        loop {
+            let n;
+            (reply_message, reply, finish, n) =
+                self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
+            sampled += n;
+            let calls = match &self.tools {
+                Some(t) => t.format.parse(&reply),
+                None => Vec::new(),
+            };
+            if calls.is_empty() {
+                break;
+            }
+            let stopped = finish.0 != StopReason::EndOfTurn && finish.0 != StopReason::MaxTokens;
+            let results = self.run_calls(reply_message, calls, cancel, on_event, &mut calls_made, stopped)?;
+            let mut t = self.transcript.clone();
+            for text in results {
+                let msg = ChatMessage::new(MessageRole::Tool, text.clone());
+                let span = self.engine.append_messages(&mut t, &[msg])?;
+                self.store.append_message(ch, MessageRole::Tool, &text, &span)?;
+            }
+            self.transcript = t;
+            if cancel.is_cancelled() || stopped {
+                finish.0 = if cancel.is_cancelled() { StopReason::Cancelled } else { finish.0 };
+                break;
+            }
+            let max = self.tools.as_ref().map_or(0, |t| t.max_calls);
+            if calls_made >= max {
+                let notice = format!(
+                    "This turn was stopped after {calls_made} tool calls, the limit for one turn. Ask to continue if there is more to do."
+                );
+                self.record_notice(&notice)?;
+                on_event(ChatEvent::Notice { channel: ch, text: notice });
+                finish.0 = StopReason::ToolLimit;
+                break;
+            }
+            // The next reply's scaffolding (the assistant prompt) is stored with it.
+            let mut t = self.transcript.clone();
+            prefix = self.engine.extend_transcript(&mut t, &[])?;
+            self.transcript = t;
+        }
+        let mut n = sampled;
         // A turn that ends looking unfinished gets the question; a "no"
         // marks the ended reply for the night and the model goes on.
-        if finish.0 == StopReason::EndOfTurn && (self.detector)(&reply) {
+        if finish.0 == StopReason::EndOfTurn && calls_made == 0 && (self.detector)(&reply) {
             let unintended = self.ask_if_done(reply_message)?;
             on_event(ChatEvent::StrayEnd {
                 channel: ch,
@@ -131,8 +270,10 @@ impl<'a> ChannelSession<'a> {
                 // The resumed turn's scaffolding is stored with its reply.
                 let scaffold = self.engine.extend_transcript(&mut t, &[])?;
                 self.transcript = t;
-                (reply_message, reply, finish, n) =
+                let more;
+                (reply_message, reply, finish, more) =
                     self.reply(params, cancel, on_event, scaffold)?;
+                n += more;
             }
         }
         on_event(ChatEvent::TurnEnd {
@@ -147,7 +288,101 @@ impl<'a> ChannelSession<'a> {
             reason: finish.0,
             reply_tokens: n,
             usage: finish.1,
+            tool_calls: calls_made,
         })
+    }
+
+    /// Runs the calls of one reply, reporting each, and returns the result
+    /// texts in order. Calls past the turn's limit, after a cancel, or in a
+    /// reply that was cut off are answered without being run.
+    fn run_calls(
+        &mut self,
+        reply_message: MessageId,
+        calls: Vec<ParsedCall>,
+        cancel: &CancelFlag,
+        on_event: &mut dyn FnMut(ChatEvent),
+        calls_made: &mut usize,
+        stopped: bool,
+    ) -> Result<Vec<String>, AgentError> {
+        let ch = self.channel;
+        let tools = self.tools.as_ref().expect("calls are parsed only with tools");
+        let mut results = Vec::with_capacity(calls.len());
+        for (i, call) in calls.into_iter().enumerate() {
+            let call_id = format!("call_{}", i + 1);
+            let (name, arguments) = match &call {
+                ParsedCall::Call { name, arguments } => (name.clone(), arguments.to_string()),
+                ParsedCall::Malformed { raw, .. } => ("(unreadable)".to_string(), raw.clone()),
+            };
+            self.store
+                .record_tool_call(reply_message, &call_id, &name, &arguments)?;
+            on_event(ChatEvent::ToolCallStarted {
+                channel: ch,
+                call_id: call_id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            });
+            let (ok, text) = if cancel.is_cancelled() {
+                (false, "not run: the user stopped the turn".to_string())
+            } else if stopped {
+                (false, "not run: the reply was cut off before the call was complete".to_string())
+            } else if *calls_made >= tools.max_calls {
+                (false, format!("not run: {} tool calls is the limit for one turn", tools.max_calls))
+            } else {
+                *calls_made += 1;
+                match call {
+                    ParsedCall::Call { name, .. } if !tools.allows(&name) => (
+                        false,
+                        format!("error: the tool `{name}` is not available in this channel"),
+                    ),
+                    ParsedCall::Call { name, arguments } => {
+                        match tools.toolbox.call(&name, &arguments) {
+                            Ok(out) => {
+                                for a in out.attachments {
+                                    on_event(ChatEvent::Attachment {
+                                        channel: ch,
+                                        blob: a.blob,
+                                        name: a.name,
+                                        image: a.is_image,
+                                    });
+                                }
+                                (true, out.text)
+                            }
+                            Err(e) => (false, format!("error: {e}")),
+                        }
+                    }
+                    ParsedCall::Malformed { error, .. } => (
+                        false,
+                        format!(
+                            "error: your tool call could not be read: {error}. Write each call as <tool_call>{{\"name\": \"tool_name\", \"arguments\": {{...}}}}</tool_call>"
+                        ),
+                    ),
+                }
+            };
+            self.store
+                .finish_tool_call(reply_message, &call_id, ok, &text)?;
+            on_event(ChatEvent::ToolCallFinished {
+                channel: ch,
+                call_id,
+                ok,
+                result: text.clone(),
+            });
+            results.push(text);
+        }
+        Ok(results)
+    }
+
+    /// Records a harness notice the model will see, as `warning` tokens.
+    fn record_notice(&mut self, text: &str) -> Result<(), AgentError> {
+        let mut t = self.transcript.clone();
+        let msg = ChatMessage::new(MessageRole::User, text);
+        let mut span = self.engine.append_messages(&mut t, &[msg])?;
+        for r in span.roles.iter_mut() {
+            *r = TokenRole::Warning;
+        }
+        self.store
+            .append_message(self.channel, MessageRole::User, text, &span)?;
+        self.transcript = t;
+        Ok(())
     }
 
     /// Asks "did you mean to end your turn?" (harness text: `warning`
@@ -190,7 +425,10 @@ impl<'a> ChannelSession<'a> {
         prefix: TokenSpan,
     ) -> Result<(MessageId, String, (StopReason, reverie_infer::Usage), usize), AgentError> {
         let ch = self.channel;
-        let req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
+        let mut req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
+        if let Some(c) = &self.constraint {
+            req = req.with_constraint(c.clone());
+        }
         let mut generation = match self.engine.generate(req) {
             Ok(g) => g,
             Err(e) => {
@@ -224,7 +462,7 @@ impl<'a> ChannelSession<'a> {
                 GenEvent::Failed(msg) => failure = Some(msg),
             }
         }
-        cancel.reset();
+        cancel.disarm();
         let reply = generation.strip_stop(&reply).to_string();
         // Whatever was generated is recorded, even when the turn failed.
         let completion = reverie_infer::Completion {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use reverie_agent::{CancelFlag, ChannelSession, ChatEvent, DEFAULT_SYSTEM_PROMPT};
+use reverie_agent::{CancelFlag, ChannelSession, ChatEvent, ToolSetup, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
 use reverie_infer::{Engine, EngineConfig};
 use reverie_store::Store;
@@ -69,6 +69,32 @@ pub struct ChatArgs {
     seed: u32,
     #[arg(long, default_value_t = 1024)]
     max_tokens: usize,
+    /// Chat without tools.
+    #[arg(long)]
+    no_tools: bool,
+    /// Folder the channel's file tools work in (remembered for the channel).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Tool calls one turn may make.
+    #[arg(long, default_value_t = reverie_agent::DEFAULT_MAX_TOOL_CALLS)]
+    max_tool_calls: usize,
+}
+
+/// The channel's toolbox, after applying `--workspace`.
+pub fn open_toolbox(
+    home: &Home,
+    store: &std::sync::Arc<Store>,
+    channel: &str,
+    workspace: Option<&std::path::Path>,
+) -> anyhow::Result<reverie_tools::Toolbox> {
+    let id = store.ensure_channel(channel)?;
+    if let Some(dir) = workspace {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = dir.canonicalize()?;
+        store.set_workspace(id, &dir.display().to_string())?;
+    }
+    let services = std::sync::Arc::new(reverie_tools::Services::new(home));
+    Ok(reverie_tools::Toolbox::open(store.clone(), id, services)?)
 }
 
 /// Chat waits while a night trains: the model is about to change.
@@ -88,7 +114,7 @@ fn wait_for_morning(home: &Home) -> bool {
 
 pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
     wait_for_morning(home);
-    let store = Store::open(home)?;
+    let store = std::sync::Arc::new(Store::open(home)?);
     let engine = args.engine.load(home, 1)?;
     let params = SamplingParams {
         temperature: args.temperature,
@@ -98,6 +124,12 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
         max_tokens: args.max_tokens,
     };
     let mut session = ChannelSession::open(&engine, &store, &args.channel, DEFAULT_SYSTEM_PROMPT)?;
+    if !args.no_tools {
+        let toolbox = open_toolbox(home, &store, &args.channel, args.workspace.as_deref())?;
+        let mut setup = ToolSetup::new(toolbox);
+        setup.max_calls = args.max_tool_calls;
+        session = session.with_tools(setup);
+    }
     let cancel = CancelFlag::default();
     {
         let cancel = cancel.clone();
@@ -112,6 +144,7 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
                 "reply": outcome.reply,
                 "reason": outcome.reason,
                 "reply_tokens": outcome.reply_tokens,
+                "tool_calls": outcome.tool_calls,
                 "user_message": outcome.user_message.0,
                 "reply_message": outcome.reply_message.0,
                 "usage": outcome.usage,
@@ -142,7 +175,6 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
         if text == "/quit" {
             break;
         }
-        cancel.reset();
         if wait_for_morning(&home_for_wait) && args.engine.model.is_none() {
             // The night may have deployed a new checkpoint: wake up on it.
             let active = reverie_models::active::resolve(&home_for_wait, None)?;
@@ -172,8 +204,23 @@ fn print_event(ev: &ChatEvent, quiet: bool) {
             reverie_core::StopReason::ContextFull => {
                 eprint!(" [context full: start a new channel]")
             }
+            reverie_core::StopReason::ToolLimit => eprint!(" [tool-call limit reached]"),
             reverie_core::StopReason::EndOfTurn => {}
         },
+        ChatEvent::ToolCallStarted { name, arguments, .. } if !quiet => {
+            eprint!("\n  ⚙ {name} {}", crate::output::shorten(arguments, 200));
+        }
+        ChatEvent::ToolCallFinished { ok, result, .. } if !quiet => {
+            let mark = if *ok { "✓" } else { "✗" };
+            let first = result.lines().next().unwrap_or_default();
+            let more = result.lines().count().saturating_sub(1);
+            let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
+            eprintln!("\n  {mark} {}{tail}", crate::output::shorten(first, 200));
+        }
+        ChatEvent::Attachment { name, blob, .. } if !quiet => {
+            eprintln!("  📎 {name} ({blob})");
+        }
+        ChatEvent::Notice { text, .. } if !quiet => eprintln!("\n[{text}]"),
         ChatEvent::StrayEnd { unintended, .. } if !quiet => {
             if *unintended {
                 eprint!("\n[asked whether it meant to stop: no; it goes on]\n");

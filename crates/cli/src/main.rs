@@ -16,6 +16,7 @@ mod home;
 mod model_cmd;
 mod night_cmd;
 mod output;
+mod tool_cmd;
 mod train_cmd;
 
 use std::path::PathBuf;
@@ -66,6 +67,12 @@ enum Command {
     Train(train_cmd::TrainArgs),
     /// Per-token log-probs of a text under the trainer or llama.cpp.
     Logprobs(train_cmd::LogprobsArgs),
+    /// Run one of the agent's tools by hand, as the agent would.
+    Tool(tool_cmd::ToolArgs),
+    /// Undo the last file change the agent's tools made in a channel's workspace.
+    Undo(tool_cmd::HistoryArgs),
+    /// Redo the file change undone last.
+    Redo(tool_cmd::HistoryArgs),
     /// Benchmarks against reference implementations.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -99,6 +106,9 @@ fn main() -> ExitCode {
         Command::Night(c) => night_cmd::night(&home, c),
         Command::Checkpoint(c) => night_cmd::checkpoint(&home, c),
         Command::Logprobs(a) => train_cmd::logprobs(&home, a),
+        Command::Tool(a) => tool_cmd::tool(&home, a),
+        Command::Undo(a) => tool_cmd::undo(&home, a),
+        Command::Redo(a) => tool_cmd::redo(&home, a),
     };
     match result {
         Ok(code) => code,

@@ -21,3 +21,13 @@ pub fn bytes(n: u64) -> String {
         format!("{v:.1} {}", UNITS[u])
     }
 }
+
+/// `s` on one line, cut to `max` characters.
+pub fn shorten(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max).collect();
+    format!("{cut}…")
+}

@@ -18,6 +18,8 @@ pub enum StopReason {
     Stalled,
     /// The context window is full.
     ContextFull,
+    /// The turn made as many tool calls as one turn may.
+    ToolLimit,
 }
 
 /// Everything a chat reports outward; the CLI and the desktop app consume
@@ -45,11 +47,17 @@ pub enum ChatEvent {
         ok: bool,
         result: String,
     },
+    /// A file or image a tool put into the chat (content hash in the blob
+    /// store).
     Attachment {
         channel: ChannelId,
         blob: String,
         name: String,
+        image: bool,
     },
+    /// Something the harness tells the person (and recorded for the model as
+    /// `warning` tokens where the model sees it), e.g. the tool-call limit.
+    Notice { channel: ChannelId, text: String },
     TurnEnd {
         channel: ChannelId,
         message: Option<MessageId>,

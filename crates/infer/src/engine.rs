@@ -387,6 +387,17 @@ impl Engine {
         crate::tools::system_with_tools(template.as_deref(), system, tools)
     }
 
+    /// The chat template's text for `messages` (what a transcript of them
+    /// stands for), with the assistant prompt at the end if asked.
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, InferError> {
+        let model = self.shared.model();
+        prompt::render_chat(&model.llama, messages, add_generation_prompt)
+    }
+
     /// Appends messages without asking for a reply (e.g. a system prompt).
     pub fn append_messages(
         &self,

@@ -75,15 +75,45 @@ fn template(model: &LlamaModel) -> Result<LlamaChatTemplate, InferError> {
     }
 }
 
+/// How a message reaches llama.cpp's template: Hermes/Qwen templates wrap a
+/// tool result in `<tool_response>` inside a user turn (llama.cpp's built-in
+/// ChatML would write a `tool` turn the model never saw in training).
+fn as_template_message(m: &ChatMessage, wrap_tool_results: bool) -> (String, String) {
+    if m.role == MessageRole::Tool && wrap_tool_results {
+        let wrapped = format!("<tool_response>\n{}\n</tool_response>", m.content);
+        return ("user".to_string(), wrapped);
+    }
+    (m.role.as_str().to_string(), m.content.clone())
+}
+
+fn wraps_tool_results(model: &LlamaModel) -> bool {
+    model
+        .meta_val_str("tokenizer.chat_template")
+        .is_ok_and(|t| t.contains("<tool_response>"))
+}
+
+/// The template text of `messages`, as llama.cpp renders it for this model.
+pub fn render_chat(
+    model: &LlamaModel,
+    messages: &[ChatMessage],
+    add_generation_prompt: bool,
+) -> Result<String, InferError> {
+    render(model, &template(model)?, messages, add_generation_prompt)
+}
+
 fn render(
     model: &LlamaModel,
     tmpl: &LlamaChatTemplate,
     messages: &[ChatMessage],
     add_generation_prompt: bool,
 ) -> Result<String, InferError> {
+    let wrap = wraps_tool_results(model);
     let chat = messages
         .iter()
-        .map(|m| LlamaChatMessage::new(m.role.as_str().to_string(), m.content.clone()))
+        .map(|m| {
+            let (role, content) = as_template_message(m, wrap);
+            LlamaChatMessage::new(role, content)
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| InferError::Template(format!("message contains a NUL byte: {e}")))?;
     model

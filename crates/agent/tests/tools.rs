@@ -1,0 +1,195 @@
+//! The agent loop with its real tools on a real (tiny, synthetic) model:
+//! replies are grammar-constrained into tool calls so the loop is driven
+//! deterministically through llama.cpp, the store and the tools.
+
+use std::sync::{Arc, Mutex};
+
+use reverie_agent::{Agent, AgentConfig, CancelFlag, ChannelSession, ChatEvent, ToolSetup};
+use reverie_core::{Home, MessageRole, SamplingParams, StopReason, TokenRole};
+use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_infer::{Constraint, Engine, EngineConfig};
+use reverie_store::Store;
+use reverie_tools::{Services, Toolbox};
+
+/// Every reply is one call reading one of ten files.
+const READ_ONE_OF_TEN: &str = r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f" [0-9] ".txt\"}}\n</tool_call>""#;
+
+fn engine(dir: &std::path::Path, slots: usize) -> Arc<Engine> {
+    let p = dir.join("m.gguf");
+    let mut cfg = SynthConfig::tiny(Arch::Qwen2);
+    cfg.n_ctx = 65536;
+    synth::write(&p, &cfg).unwrap();
+    Arc::new(
+        Engine::load(
+            &p,
+            EngineConfig {
+                slots,
+                n_ctx: 24576,
+                threads: 1,
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap(),
+    )
+}
+
+fn sampling(seed: u32) -> SamplingParams {
+    SamplingParams {
+        temperature: 1.0,
+        seed,
+        max_tokens: 128,
+        ..SamplingParams::default()
+    }
+}
+
+fn write_files(services: &Services, store: &Store, channel: &str) {
+    let id = store.ensure_channel(channel).unwrap();
+    let ws = services.default_workspace(id);
+    std::fs::create_dir_all(&ws).unwrap();
+    for d in 0..10 {
+        std::fs::write(ws.join(format!("f{d}.txt")), format!("{channel} holds file {d}\n")).unwrap();
+    }
+}
+
+#[test]
+fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
+    const CHANNELS: usize = 8;
+    const TURNS: usize = 10;
+    const CALLS_PER_TURN: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    let names: Vec<String> = (0..CHANNELS).map(|i| format!("ch{i}")).collect();
+    for n in &names {
+        write_files(&services, &store, n);
+    }
+    let agent = Agent::new(
+        engine(dir.path(), CHANNELS),
+        store.clone(),
+        services,
+        AgentConfig {
+            max_tool_calls: CALLS_PER_TURN,
+            // The tiny model's vocabulary spends a token per byte: offer
+            // only the tool in use so 100 calls fit one context.
+            allowed_tools: Some(vec!["read_file".into()]),
+            reply_constraint: Some(Constraint::Gbnf(READ_ONE_OF_TEN.into())),
+            ..AgentConfig::default()
+        },
+    );
+    let events: Arc<Mutex<Vec<(String, ChatEvent)>>> = Arc::default();
+    let mut pending = Vec::new();
+    // Every turn of every channel is queued at once: the actors' queues
+    // keep each channel's turns in order while channels run side by side.
+    for turn in 0..TURNS {
+        for (i, n) in names.iter().enumerate() {
+            let (events, name) = (events.clone(), n.clone());
+            let p = agent
+                .send(n, &format!("turn {turn}: read files"), &sampling((i * 100 + turn) as u32), move |e| {
+                    events.lock().unwrap().push((name.clone(), e))
+                })
+                .unwrap();
+            pending.push(p);
+        }
+    }
+    let t0 = std::time::Instant::now();
+    for p in pending {
+        let out = p.wait().unwrap();
+        assert_eq!(out.reason, StopReason::ToolLimit);
+        assert_eq!(out.tool_calls, CALLS_PER_TURN);
+    }
+    agent.shutdown();
+    println!("{} tool calls in {:.1} s", CHANNELS * TURNS * CALLS_PER_TURN, t0.elapsed().as_secs_f64());
+
+    for n in &names {
+        let id = store.channel_by_name(n).unwrap().unwrap().id;
+        let mut calls = 0;
+        for m in store.messages(id).unwrap() {
+            for c in store.tool_calls(m.id).unwrap() {
+                calls += 1;
+                let args: serde_json::Value = serde_json::from_str(&c.arguments).unwrap();
+                let path = args["path"].as_str().unwrap();
+                let d = &path[1..2];
+                assert_eq!(c.ok, Some(true), "{c:?}");
+                let want = format!("{n} holds file {d}");
+                assert!(c.result.as_deref().unwrap().contains(&want), "{n}: {c:?}");
+            }
+        }
+        assert_eq!(calls, TURNS * CALLS_PER_TURN, "{n}");
+        let tool_msgs = store.messages(id).unwrap().into_iter().filter(|m| m.role == MessageRole::Tool).count();
+        assert_eq!(tool_msgs, TURNS * CALLS_PER_TURN, "one tool message per call in {n}");
+    }
+    let events = events.lock().unwrap();
+    let finished: Vec<_> = events
+        .iter()
+        .filter_map(|(n, e)| match e {
+            ChatEvent::ToolCallFinished { result, .. } => Some((n, result)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), CHANNELS * TURNS * CALLS_PER_TURN);
+    for (n, result) in finished {
+        assert!(result.starts_with(&format!("f")) && result.contains(&format!("{n} holds file")), "{n}: {result}");
+    }
+    let notices = events.iter().filter(|(_, e)| matches!(e, ChatEvent::Notice { .. })).count();
+    assert_eq!(notices, CHANNELS * TURNS, "each turn says it hit the limit");
+}
+
+#[test]
+fn stored_tokens_reproduce_what_the_model_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    write_files(&services, &store, "rec");
+    let engine = engine(dir.path(), 1);
+    let id = store.ensure_channel("rec").unwrap();
+    let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services).unwrap());
+    setup.max_calls = 3;
+    let mut s = ChannelSession::open(&engine, &store, "rec", "Be brief.").unwrap().with_tools(setup);
+    s.set_reply_constraint(Some(Constraint::Gbnf(READ_ONE_OF_TEN.into())));
+    let out = s.send("read three files", &sampling(3), &CancelFlag::default(), &mut |_| {}).unwrap();
+    assert_eq!((out.tool_calls, out.reason), (3, StopReason::ToolLimit));
+    s.set_reply_constraint(None);
+    s.send("and now?", &SamplingParams::greedy(8), &CancelFlag::default(), &mut |_| {}).unwrap();
+
+    let msgs = store.messages(id).unwrap();
+    let mut ids = Vec::new();
+    for m in &msgs {
+        ids.extend_from_slice(&m.tokens.ids);
+        // Each role's own text carries its role.
+        let expect = match m.role {
+            MessageRole::Tool => Some(TokenRole::Env),
+            MessageRole::Assistant => Some(TokenRole::Action),
+            _ => None,
+        };
+        if let Some(role) = expect {
+            assert!(m.tokens.roles.contains(&role), "{:?} has no {role:?} tokens", m.role);
+        }
+        if m.role == MessageRole::Assistant {
+            let sampled = m.tokens.roles.iter().zip(&m.tokens.logprobs).filter(|(r, _)| **r == TokenRole::Action);
+            assert!(sampled.clone().all(|(_, l)| l.is_some()), "sampled tokens keep their log-probs");
+        }
+    }
+    for m in &msgs {
+        for c in store.tool_calls(m.id).unwrap() {
+            assert_eq!(c.ok, Some(true), "{c:?}");
+        }
+    }
+    let notice = msgs.iter().find(|m| m.text.contains("limit for one turn")).unwrap();
+    assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
+    assert!(msgs[0].text.contains("read_file") && msgs[0].text.contains("<tool_call>"), "tool docs are in the system prompt");
+
+    // What the tokens say is exactly the chat template's rendering of the
+    // messages, as llama.cpp renders them, plus the open assistant prompt.
+    let chat: Vec<_> = msgs.iter().map(|m| reverie_infer::ChatMessage::new(m.role, m.text.clone())).collect();
+    let detok = engine.detokenize(&ids, true);
+    let rendered = engine.render_chat(&chat, false).unwrap();
+    let last_reply = &msgs.last().unwrap().text;
+    assert!(detok.starts_with(rendered.trim_end_matches(&format!("{last_reply}<|im_end|>\n")).trim_end_matches("")), "tokens:\n{detok}\n---\ntemplate:\n{rendered}");
+    assert_eq!(
+        detok.trim_end_matches("<|im_end|>"),
+        rendered.trim_end().trim_end_matches("<|im_end|>"),
+        "tokens and template differ"
+    );
+}

@@ -172,11 +172,8 @@ impl Agent {
         };
         let (queue, requests) = mpsc::channel::<Request>();
         let cancel = CancelFlag::default();
-        let (engine, store, config) = (
-            self.engine.clone(),
-            self.store.clone(),
-            self.config.clone(),
-        );
+        let (engine, store, config) =
+            (self.engine.clone(), self.store.clone(), self.config.clone());
         let flag = cancel.clone();
         let name = channel.to_string();
         let thread = std::thread::Builder::new()

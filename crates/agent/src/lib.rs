@@ -28,9 +28,9 @@ mod session;
 pub mod stray;
 pub mod toolcall;
 
+pub use actor::{Agent, AgentConfig, PendingTurn};
 pub use cancel::CancelFlag;
 pub use reverie_core::ChatEvent;
-pub use actor::{Agent, AgentConfig, PendingTurn};
 pub use session::{AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS};
 
 /// The default system prompt shipped with Reverie.

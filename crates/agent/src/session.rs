@@ -11,6 +11,17 @@ use reverie_store::{Store, StoreError};
 use crate::cancel::CancelFlag;
 use crate::toolcall::{Hermes, ParsedCall, ToolCallFormat};
 
+/// A call that fails the same way this many times in a row ends the turn.
+const MAX_REPEATED_FAILURES: usize = 3;
+
+/// One call's outcome as the loop sees it.
+struct CallResult {
+    /// Name, arguments and result: equal for a call repeated to no effect.
+    signature: String,
+    ok: bool,
+    text: String,
+}
+
 /// Tool calls one turn may make before it is stopped.
 pub const DEFAULT_MAX_TOOL_CALLS: usize = 24;
 
@@ -150,9 +161,12 @@ impl<'a> ChannelSession<'a> {
         let Some(tools) = &self.tools else {
             return Ok(self.system_prompt.clone());
         };
-        let mut prompt = format!("{}
+        let mut prompt = format!(
+            "{}
 
-{STANDING_INSTRUCTION}", self.system_prompt.trim());
+{STANDING_INSTRUCTION}",
+            self.system_prompt.trim()
+        );
         let stored = self.store.channel(self.channel)?.agent_section;
         let section = reverie_tools::agent_section_text(&stored);
         if !section.is_empty() {
@@ -214,6 +228,7 @@ impl<'a> ChannelSession<'a> {
         let mut prefix = TokenSpan::default();
         let mut calls_made = 0;
         let mut sampled = 0;
+        let (mut last_failure, mut repeated) = (None::<String>, 0);
         let (mut reply_message, mut reply, mut finish);
         loop {
             let n;
@@ -228,25 +243,56 @@ impl<'a> ChannelSession<'a> {
                 break;
             }
             let stopped = finish.0 != StopReason::EndOfTurn && finish.0 != StopReason::MaxTokens;
-            let results = self.run_calls(reply_message, calls, cancel, on_event, &mut calls_made, stopped)?;
+            let results = self.run_calls(
+                reply_message,
+                calls,
+                cancel,
+                on_event,
+                &mut calls_made,
+                stopped,
+            )?;
+            for r in &results {
+                if !r.ok && last_failure.as_ref() == Some(&r.signature) {
+                    repeated += 1;
+                } else {
+                    repeated = usize::from(!r.ok);
+                }
+                last_failure = (!r.ok).then(|| r.signature.clone());
+            }
             let mut t = self.transcript.clone();
-            for text in results {
+            for CallResult { text, .. } in results {
                 let msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 let span = self.engine.append_messages(&mut t, &[msg])?;
-                self.store.append_message(ch, MessageRole::Tool, &text, &span)?;
+                self.store
+                    .append_message(ch, MessageRole::Tool, &text, &span)?;
             }
             self.transcript = t;
             if cancel.is_cancelled() || stopped {
-                finish.0 = if cancel.is_cancelled() { StopReason::Cancelled } else { finish.0 };
+                finish.0 = if cancel.is_cancelled() {
+                    StopReason::Cancelled
+                } else {
+                    finish.0
+                };
                 break;
             }
             let max = self.tools.as_ref().map_or(0, |t| t.max_calls);
-            if calls_made >= max {
-                let notice = format!(
+            let notice = if repeated >= MAX_REPEATED_FAILURES {
+                Some(format!(
+                    "This turn was stopped: the same tool call failed {repeated} times in a row. Read the error, then try something different."
+                ))
+            } else if calls_made >= max {
+                Some(format!(
                     "This turn was stopped after {calls_made} tool calls, the limit for one turn. Ask to continue if there is more to do."
-                );
+                ))
+            } else {
+                None
+            };
+            if let Some(notice) = notice {
                 self.record_notice(&notice)?;
-                on_event(ChatEvent::Notice { channel: ch, text: notice });
+                on_event(ChatEvent::Notice {
+                    channel: ch,
+                    text: notice,
+                });
                 finish.0 = StopReason::ToolLimit;
                 break;
             }
@@ -303,9 +349,12 @@ impl<'a> ChannelSession<'a> {
         on_event: &mut dyn FnMut(ChatEvent),
         calls_made: &mut usize,
         stopped: bool,
-    ) -> Result<Vec<String>, AgentError> {
+    ) -> Result<Vec<CallResult>, AgentError> {
         let ch = self.channel;
-        let tools = self.tools.as_ref().expect("calls are parsed only with tools");
+        let tools = self
+            .tools
+            .as_ref()
+            .expect("calls are parsed only with tools");
         let mut results = Vec::with_capacity(calls.len());
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
@@ -324,9 +373,18 @@ impl<'a> ChannelSession<'a> {
             let (ok, text) = if cancel.is_cancelled() {
                 (false, "not run: the user stopped the turn".to_string())
             } else if stopped {
-                (false, "not run: the reply was cut off before the call was complete".to_string())
+                (
+                    false,
+                    "not run: the reply was cut off before the call was complete".to_string(),
+                )
             } else if *calls_made >= tools.max_calls {
-                (false, format!("not run: {} tool calls is the limit for one turn", tools.max_calls))
+                (
+                    false,
+                    format!(
+                        "not run: {} tool calls is the limit for one turn",
+                        tools.max_calls
+                    ),
+                )
             } else {
                 *calls_made += 1;
                 match call {
@@ -366,7 +424,11 @@ impl<'a> ChannelSession<'a> {
                 ok,
                 result: text.clone(),
             });
-            results.push(text);
+            results.push(CallResult {
+                signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
+                ok,
+                text,
+            });
         }
         Ok(results)
     }

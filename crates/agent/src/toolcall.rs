@@ -7,10 +7,16 @@ use serde_json::Value;
 /// One call found in a reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParsedCall {
-    Call { name: String, arguments: Value },
+    Call {
+        name: String,
+        arguments: Value,
+    },
     /// Something that was meant as a call but could not be read; the model
     /// is told why.
-    Malformed { raw: String, error: String },
+    Malformed {
+        raw: String,
+        error: String,
+    },
 }
 
 pub trait ToolCallFormat: Send + Sync {
@@ -18,7 +24,10 @@ pub trait ToolCallFormat: Send + Sync {
     fn parse(&self, reply: &str) -> Vec<ParsedCall>;
 }
 
-/// `<tool_call>` blocks holding `{"name": …, "arguments": {…}}`.
+/// `<tool_call>` blocks holding `{"name": …, "arguments": {…}}`. Small
+/// models sometimes drop the tags and answer with the bare JSON object (or
+/// one in a ```json fence); a reply that is nothing but such an object
+/// counts as one call.
 pub struct Hermes;
 
 const OPEN: &str = "<tool_call>";
@@ -41,7 +50,32 @@ impl ToolCallFormat for Hermes {
             out.push(parse_body(body.trim()));
             rest = next;
         }
+        if out.is_empty() {
+            if let Some(call) = bare_call(reply) {
+                out.push(call);
+            }
+        }
         out
+    }
+}
+
+/// A reply that is only `{"name": …, "arguments": …}`, maybe fenced.
+fn bare_call(reply: &str) -> Option<ParsedCall> {
+    let mut body = reply.trim();
+    if let Some(inner) = body
+        .strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+    {
+        body = inner.strip_suffix("```")?.trim();
+    }
+    if !body.starts_with('{') || !body.ends_with('}') {
+        return None;
+    }
+    let v: Value = serde_json::from_str(body).ok()?;
+    if v.get("name").is_some_and(Value::is_string) && v.get("arguments").is_some() {
+        Some(parse_body(body))
+    } else {
+        None
     }
 }
 
@@ -95,8 +129,33 @@ mod tests {
             ]
         );
         assert!(Hermes.parse("just an answer").is_empty());
-        let stringy = Hermes.parse("<tool_call>{\"name\": \"x\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>");
-        assert_eq!(stringy[0], ParsedCall::Call { name: "x".into(), arguments: json!({"a": 1}) });
+        let bare = Hermes.parse(" {\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n");
+        assert_eq!(
+            bare[0],
+            ParsedCall::Call {
+                name: "list_dir".into(),
+                arguments: json!({"path": "."})
+            }
+        );
+        assert_eq!(
+            Hermes
+                .parse("```json\n{\"name\": \"health\", \"arguments\": {}}\n```")
+                .len(),
+            1
+        );
+        assert!(
+            Hermes.parse("{\"answer\": 4}").is_empty(),
+            "JSON that is not a call is an answer"
+        );
+        let stringy = Hermes
+            .parse("<tool_call>{\"name\": \"x\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>");
+        assert_eq!(
+            stringy[0],
+            ParsedCall::Call {
+                name: "x".into(),
+                arguments: json!({"a": 1})
+            }
+        );
     }
 
     #[test]
@@ -104,7 +163,10 @@ mod tests {
         for (body, why) in [
             ("{\"name\": \"x\", ", "not valid JSON"),
             ("{\"arguments\": {}}", "no \"name\""),
-            ("{\"name\": \"x\", \"arguments\": [1]}", "must be a JSON object"),
+            (
+                "{\"name\": \"x\", \"arguments\": [1]}",
+                "must be a JSON object",
+            ),
         ] {
             match &Hermes.parse(&format!("<tool_call>{body}</tool_call>"))[0] {
                 ParsedCall::Malformed { error, .. } => assert!(error.contains(why), "{error}"),

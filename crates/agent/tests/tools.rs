@@ -47,7 +47,11 @@ fn write_files(services: &Services, store: &Store, channel: &str) {
     let ws = services.default_workspace(id);
     std::fs::create_dir_all(&ws).unwrap();
     for d in 0..10 {
-        std::fs::write(ws.join(format!("f{d}.txt")), format!("{channel} holds file {d}\n")).unwrap();
+        std::fs::write(
+            ws.join(format!("f{d}.txt")),
+            format!("{channel} holds file {d}\n"),
+        )
+        .unwrap();
     }
 }
 
@@ -85,9 +89,12 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         for (i, n) in names.iter().enumerate() {
             let (events, name) = (events.clone(), n.clone());
             let p = agent
-                .send(n, &format!("turn {turn}: read files"), &sampling((i * 100 + turn) as u32), move |e| {
-                    events.lock().unwrap().push((name.clone(), e))
-                })
+                .send(
+                    n,
+                    &format!("turn {turn}: read files"),
+                    &sampling((i * 100 + turn) as u32),
+                    move |e| events.lock().unwrap().push((name.clone(), e)),
+                )
                 .unwrap();
             pending.push(p);
         }
@@ -99,7 +106,11 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         assert_eq!(out.tool_calls, CALLS_PER_TURN);
     }
     agent.shutdown();
-    println!("{} tool calls in {:.1} s", CHANNELS * TURNS * CALLS_PER_TURN, t0.elapsed().as_secs_f64());
+    println!(
+        "{} tool calls in {:.1} s",
+        CHANNELS * TURNS * CALLS_PER_TURN,
+        t0.elapsed().as_secs_f64()
+    );
 
     for n in &names {
         let id = store.channel_by_name(n).unwrap().unwrap().id;
@@ -116,8 +127,17 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
             }
         }
         assert_eq!(calls, TURNS * CALLS_PER_TURN, "{n}");
-        let tool_msgs = store.messages(id).unwrap().into_iter().filter(|m| m.role == MessageRole::Tool).count();
-        assert_eq!(tool_msgs, TURNS * CALLS_PER_TURN, "one tool message per call in {n}");
+        let tool_msgs = store
+            .messages(id)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.role == MessageRole::Tool)
+            .count();
+        assert_eq!(
+            tool_msgs,
+            TURNS * CALLS_PER_TURN,
+            "one tool message per call in {n}"
+        );
     }
     let events = events.lock().unwrap();
     let finished: Vec<_> = events
@@ -129,9 +149,15 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         .collect();
     assert_eq!(finished.len(), CHANNELS * TURNS * CALLS_PER_TURN);
     for (n, result) in finished {
-        assert!(result.starts_with(&format!("f")) && result.contains(&format!("{n} holds file")), "{n}: {result}");
+        assert!(
+            result.starts_with('f') && result.contains(&format!("{n} holds file")),
+            "{n}: {result}"
+        );
     }
-    let notices = events.iter().filter(|(_, e)| matches!(e, ChatEvent::Notice { .. })).count();
+    let notices = events
+        .iter()
+        .filter(|(_, e)| matches!(e, ChatEvent::Notice { .. }))
+        .count();
     assert_eq!(notices, CHANNELS * TURNS, "each turn says it hit the limit");
 }
 
@@ -146,12 +172,27 @@ fn stored_tokens_reproduce_what_the_model_saw() {
     let id = store.ensure_channel("rec").unwrap();
     let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services).unwrap());
     setup.max_calls = 3;
-    let mut s = ChannelSession::open(&engine, &store, "rec", "Be brief.").unwrap().with_tools(setup);
+    let mut s = ChannelSession::open(&engine, &store, "rec", "Be brief.")
+        .unwrap()
+        .with_tools(setup);
     s.set_reply_constraint(Some(Constraint::Gbnf(READ_ONE_OF_TEN.into())));
-    let out = s.send("read three files", &sampling(3), &CancelFlag::default(), &mut |_| {}).unwrap();
+    let out = s
+        .send(
+            "read three files",
+            &sampling(3),
+            &CancelFlag::default(),
+            &mut |_| {},
+        )
+        .unwrap();
     assert_eq!((out.tool_calls, out.reason), (3, StopReason::ToolLimit));
     s.set_reply_constraint(None);
-    s.send("and now?", &SamplingParams::greedy(8), &CancelFlag::default(), &mut |_| {}).unwrap();
+    s.send(
+        "and now?",
+        &SamplingParams::greedy(8),
+        &CancelFlag::default(),
+        &mut |_| {},
+    )
+    .unwrap();
 
     let msgs = store.messages(id).unwrap();
     let mut ids = Vec::new();
@@ -164,11 +205,23 @@ fn stored_tokens_reproduce_what_the_model_saw() {
             _ => None,
         };
         if let Some(role) = expect {
-            assert!(m.tokens.roles.contains(&role), "{:?} has no {role:?} tokens", m.role);
+            assert!(
+                m.tokens.roles.contains(&role),
+                "{:?} has no {role:?} tokens",
+                m.role
+            );
         }
         if m.role == MessageRole::Assistant {
-            let sampled = m.tokens.roles.iter().zip(&m.tokens.logprobs).filter(|(r, _)| **r == TokenRole::Action);
-            assert!(sampled.clone().all(|(_, l)| l.is_some()), "sampled tokens keep their log-probs");
+            let sampled = m
+                .tokens
+                .roles
+                .iter()
+                .zip(&m.tokens.logprobs)
+                .filter(|(r, _)| **r == TokenRole::Action);
+            assert!(
+                sampled.clone().all(|(_, l)| l.is_some()),
+                "sampled tokens keep their log-probs"
+            );
         }
     }
     for m in &msgs {
@@ -176,20 +229,122 @@ fn stored_tokens_reproduce_what_the_model_saw() {
             assert_eq!(c.ok, Some(true), "{c:?}");
         }
     }
-    let notice = msgs.iter().find(|m| m.text.contains("limit for one turn")).unwrap();
+    let notice = msgs
+        .iter()
+        .find(|m| m.text.contains("limit for one turn"))
+        .unwrap();
     assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
-    assert!(msgs[0].text.contains("read_file") && msgs[0].text.contains("<tool_call>"), "tool docs are in the system prompt");
+    assert!(
+        msgs[0].text.contains("read_file") && msgs[0].text.contains("<tool_call>"),
+        "tool docs are in the system prompt"
+    );
 
     // What the tokens say is exactly the chat template's rendering of the
     // messages, as llama.cpp renders them, plus the open assistant prompt.
-    let chat: Vec<_> = msgs.iter().map(|m| reverie_infer::ChatMessage::new(m.role, m.text.clone())).collect();
+    let chat: Vec<_> = msgs
+        .iter()
+        .map(|m| reverie_infer::ChatMessage::new(m.role, m.text.clone()))
+        .collect();
     let detok = engine.detokenize(&ids, true);
     let rendered = engine.render_chat(&chat, false).unwrap();
-    let last_reply = &msgs.last().unwrap().text;
-    assert!(detok.starts_with(rendered.trim_end_matches(&format!("{last_reply}<|im_end|>\n")).trim_end_matches("")), "tokens:\n{detok}\n---\ntemplate:\n{rendered}");
+    // The last reply ends at its end-of-turn token; the template closes it.
     assert_eq!(
         detok.trim_end_matches("<|im_end|>"),
         rendered.trim_end().trim_end_matches("<|im_end|>"),
         "tokens and template differ"
     );
+}
+
+fn forced_session<'a>(
+    engine: &'a Engine,
+    store: &'a Arc<Store>,
+    services: &Arc<Services>,
+    channel: &str,
+    grammar: &str,
+) -> ChannelSession<'a> {
+    let id = store.ensure_channel(channel).unwrap();
+    let setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+    let mut s = ChannelSession::open(engine, store, channel, "Be brief.")
+        .unwrap()
+        .with_tools(setup);
+    s.set_reply_constraint(Some(Constraint::Gbnf(grammar.into())));
+    s
+}
+
+#[test]
+fn failing_malformed_and_cancelled_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    let engine = engine(dir.path(), 1);
+
+    // The same failing call three times in a row ends the turn.
+    let missing = r#"root ::= "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"missing.txt\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "fail", missing);
+    let mut notices = Vec::new();
+    let out = s
+        .send("go", &sampling(1), &CancelFlag::default(), &mut |e| {
+            if let ChatEvent::Notice { text, .. } = e {
+                notices.push(text)
+            }
+        })
+        .unwrap();
+    assert_eq!((out.tool_calls, out.reason), (3, StopReason::ToolLimit));
+    assert!(
+        notices[0].contains("failed 3 times in a row"),
+        "{notices:?}"
+    );
+    let calls: Vec<_> = store
+        .messages(s.channel())
+        .unwrap()
+        .iter()
+        .flat_map(|m| store.tool_calls(m.id).unwrap())
+        .collect();
+    assert!(calls.iter().all(|c| c.ok == Some(false)
+        && c.result
+            .as_deref()
+            .unwrap()
+            .contains("no file or folder at `missing.txt`")));
+
+    // A call that cannot be read is answered with how to write one.
+    let bad = r#"root ::= "<tool_call>{\"name\": 3}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "bad", bad);
+    s.send("go", &sampling(2), &CancelFlag::default(), &mut |_| {})
+        .unwrap();
+    let tool_msg = store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == MessageRole::Tool)
+        .unwrap();
+    assert!(
+        tool_msg
+            .text
+            .contains("could not be read: it has no \"name\" string"),
+        "{}",
+        tool_msg.text
+    );
+    assert!(tool_msg.tokens.roles.contains(&TokenRole::Env));
+
+    // Stop pressed while a call starts: it is not run, the turn ends.
+    write_files(&services, &store, "stop");
+    let mut s = forced_session(&engine, &store, &services, "stop", READ_ONE_OF_TEN);
+    let cancel = CancelFlag::default();
+    let flag = cancel.clone();
+    let out = s
+        .send("go", &sampling(3), &cancel, &mut |e| {
+            if matches!(e, ChatEvent::ToolCallStarted { .. }) {
+                flag.cancel()
+            }
+        })
+        .unwrap();
+    assert_eq!((out.tool_calls, out.reason), (0, StopReason::Cancelled));
+    let result = store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == MessageRole::Tool)
+        .unwrap();
+    assert_eq!(result.text, "not run: the user stopped the turn");
 }

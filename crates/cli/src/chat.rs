@@ -207,14 +207,20 @@ fn print_event(ev: &ChatEvent, quiet: bool) {
             reverie_core::StopReason::ToolLimit => eprint!(" [tool-call limit reached]"),
             reverie_core::StopReason::EndOfTurn => {}
         },
-        ChatEvent::ToolCallStarted { name, arguments, .. } if !quiet => {
+        ChatEvent::ToolCallStarted {
+            name, arguments, ..
+        } if !quiet => {
             eprint!("\n  ⚙ {name} {}", crate::output::shorten(arguments, 200));
         }
         ChatEvent::ToolCallFinished { ok, result, .. } if !quiet => {
             let mark = if *ok { "✓" } else { "✗" };
             let first = result.lines().next().unwrap_or_default();
             let more = result.lines().count().saturating_sub(1);
-            let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
+            let tail = if more > 0 {
+                format!(" (+{more} lines)")
+            } else {
+                String::new()
+            };
             eprintln!("\n  {mark} {}{tail}", crate::output::shorten(first, 200));
         }
         ChatEvent::Attachment { name, blob, .. } if !quiet => {

@@ -41,13 +41,20 @@ pub struct HistoryArgs {
     channel: String,
 }
 
-fn toolbox(home: &Home, channel: &str, workspace: Option<&std::path::Path>) -> anyhow::Result<reverie_tools::Toolbox> {
+fn toolbox(
+    home: &Home,
+    channel: &str,
+    workspace: Option<&std::path::Path>,
+) -> anyhow::Result<reverie_tools::Toolbox> {
     let store = Arc::new(Store::open(home)?);
     crate::chat::open_toolbox(home, &store, channel, workspace)
 }
 
 /// Prints a tool's result; a tool error exits non-zero.
-fn report(result: Result<reverie_tools::ToolOutput, reverie_tools::ToolError>, json: bool) -> anyhow::Result<ExitCode> {
+fn report(
+    result: Result<reverie_tools::ToolOutput, reverie_tools::ToolError>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let (ok, text, attachments) = match result {
         Ok(out) => (true, out.text, out.attachments),
         Err(e) => (false, e.to_string(), Vec::new()),
@@ -66,20 +73,30 @@ fn report(result: Result<reverie_tools::ToolOutput, reverie_tools::ToolError>, j
     } else {
         eprintln!("tool error: {text}");
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 pub fn tool(home: &Home, args: ToolArgs) -> anyhow::Result<ExitCode> {
     if args.list {
         for def in reverie_tools::definitions() {
             let f = &def["function"];
-            println!("{}: {}", f["name"].as_str().unwrap_or(""), f["description"].as_str().unwrap_or(""));
+            println!(
+                "{}: {}",
+                f["name"].as_str().unwrap_or(""),
+                f["description"].as_str().unwrap_or("")
+            );
             println!("    {}", f["parameters"]);
         }
         return Ok(ExitCode::SUCCESS);
     }
     let parsed: Value = serde_json::from_str(&args.args).map_err(|e| {
-        anyhow::anyhow!("--args is not valid JSON ({e}); pass an object, e.g. --args '{{\"path\": \"a.txt\"}}'")
+        anyhow::anyhow!(
+            "--args is not valid JSON ({e}); pass an object, e.g. --args '{{\"path\": \"a.txt\"}}'"
+        )
     })?;
     if !parsed.is_object() {
         anyhow::bail!("--args must be a JSON object, e.g. --args '{{\"path\": \"a.txt\"}}'");

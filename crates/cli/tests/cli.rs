@@ -14,6 +14,7 @@ fn chat_one_shot_records_and_exports_exact_tokens() {
         home,
         &[
             "chat",
+            "--no-tools",
             "--model",
             m,
             "--channel",
@@ -36,6 +37,7 @@ fn chat_one_shot_records_and_exports_exact_tokens() {
         home,
         &[
             "chat",
+            "--no-tools",
             "--model",
             m,
             "--channel",
@@ -86,6 +88,7 @@ fn every_architecture_chats() {
             dir.path(),
             &[
                 "chat",
+                "--no-tools",
                 "--model",
                 model.to_str().unwrap(),
                 "--channel",
@@ -137,7 +140,14 @@ fn bad_model_files_get_clear_errors() {
     std::fs::write(&bad, b"GGUF\x03\x00\x00\x00").unwrap();
     let out = reverie(
         home,
-        &["chat", "--model", bad.to_str().unwrap(), "--prompt", "x"],
+        &[
+            "chat",
+            "--no-tools",
+            "--model",
+            bad.to_str().unwrap(),
+            "--prompt",
+            "x",
+        ],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -173,7 +183,15 @@ fn model_use_makes_a_file_the_default() {
     // chat now needs no --model
     let r = ok_json(&reverie(
         home,
-        &["chat", "--prompt", "hi", "--max-tokens", "2", "--json"],
+        &[
+            "chat",
+            "--no-tools",
+            "--prompt",
+            "hi",
+            "--max-tokens",
+            "2",
+            "--json",
+        ],
     ));
     assert!(r["reply_tokens"].as_u64().unwrap() > 0);
 }

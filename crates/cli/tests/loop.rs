@@ -34,6 +34,7 @@ fn day(home: &Path) {
             home,
             &[
                 "chat",
+                "--no-tools",
                 "--channel",
                 ch,
                 "--prompt",
@@ -123,6 +124,7 @@ fn day_night_day() {
         home,
         &[
             "chat",
+            "--no-tools",
             "--channel",
             "work",
             "--prompt",
@@ -316,6 +318,7 @@ fn chat_waits_while_a_night_runs_and_two_nights_do_not_overlap() {
     let mut child = command(home)
         .args([
             "chat",
+            "--no-tools",
             "--prompt",
             "are you awake?",
             "--max-tokens",

@@ -23,6 +23,7 @@ fn trains_on_an_exported_day_and_reports_every_term() {
             home,
             &[
                 "chat",
+                "--no-tools",
                 "--model",
                 &m,
                 "--prompt",
@@ -67,6 +68,7 @@ fn trains_on_an_exported_day_and_reports_every_term() {
         home,
         &[
             "chat",
+            "--no-tools",
             "--model",
             out.join("model-q8_0.gguf").to_str().unwrap(),
             "--prompt",

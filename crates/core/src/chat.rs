@@ -57,7 +57,10 @@ pub enum ChatEvent {
     },
     /// Something the harness tells the person (and recorded for the model as
     /// `warning` tokens where the model sees it), e.g. the tool-call limit.
-    Notice { channel: ChannelId, text: String },
+    Notice {
+        channel: ChannelId,
+        text: String,
+    },
     TurnEnd {
         channel: ChannelId,
         message: Option<MessageId>,

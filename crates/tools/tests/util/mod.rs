@@ -1,4 +1,5 @@
 //! A toolbox on a fresh data folder, and shorthands for calling it.
+#![allow(dead_code)] // each test file uses a different part
 
 use std::sync::Arc;
 

@@ -33,6 +33,38 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// The name embeddings of this model are cached under in the store.
+pub const MODEL_KEY: &str = "all-minilm-l6-v2";
+
+/// Embeddings of `texts`, read from the store's cache where present and
+/// computed (then cached) where not.
+pub fn embed_cached(
+    embedder: &Embedder,
+    store: &reverie_store::Store,
+    texts: &[&str],
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let cache_err = |e: reverie_store::StoreError| EmbedError::Run(format!("embedding cache: {e}"));
+    let hashes: Vec<String> = texts
+        .iter()
+        .map(|t| reverie_store::BlobHash::of(t.as_bytes()).0)
+        .collect();
+    let mut out = Vec::with_capacity(texts.len());
+    for h in &hashes {
+        out.push(store.cached_embedding(MODEL_KEY, h).map_err(cache_err)?);
+    }
+    let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    if !missing.is_empty() {
+        let batch: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+        for (&i, v) in missing.iter().zip(embedder.embed(&batch)?) {
+            store
+                .cache_embedding(MODEL_KEY, &hashes[i], &v)
+                .map_err(cache_err)?;
+            out[i] = Some(v);
+        }
+    }
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+}
+
 /// Jaccard overlap of the words (three letters or more) of `a` and `b`:
 /// the similarity to fall back on when the embedding model is not installed.
 pub fn word_overlap(a: &str, b: &str) -> f64 {

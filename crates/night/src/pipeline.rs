@@ -260,7 +260,7 @@ fn stages(
                 .find(|n| n.id == night.id)
                 .map_or(0, |n| n.started_ms);
             let mem = ValueMemory::from_finished_nights(store, started)?;
-            let similarity = Similarity::new(home);
+            let similarity = Similarity::new(home, store);
             night.report["memory"] =
                 json!({"entries": mem.entries.len(), "similarity": similarity.kind()});
             let similarity = |a: &str, b: &str| similarity.score(a, b);
@@ -473,13 +473,14 @@ fn stages(
 
 /// Sentence embeddings when the embedding model is installed, else word
 /// overlap.
-struct Similarity {
+struct Similarity<'s> {
     embedder: Option<reverie_embed::Embedder>,
-    cache: std::cell::RefCell<std::collections::HashMap<String, Vec<f32>>>,
+    /// Embeddings persist in the store across nights.
+    store: &'s Store,
 }
 
-impl Similarity {
-    fn new(home: &Home) -> Similarity {
+impl<'s> Similarity<'s> {
+    fn new(home: &Home, store: &'s Store) -> Similarity<'s> {
         let dir = home.models().join("all-minilm-l6-v2");
         let embedder = dir
             .join("model.safetensors")
@@ -489,10 +490,7 @@ impl Similarity {
                 r.map_err(|e| tracing::warn!("embedding model unusable, using word overlap: {e}"))
                     .ok()
             });
-        Similarity {
-            embedder,
-            cache: Default::default(),
-        }
+        Similarity { embedder, store }
     }
 
     fn kind(&self) -> &'static str {
@@ -504,12 +502,10 @@ impl Similarity {
     }
 
     fn vector(&self, e: &reverie_embed::Embedder, text: &str) -> Option<Vec<f32>> {
-        if let Some(v) = self.cache.borrow().get(text) {
-            return Some(v.clone());
-        }
-        let v = e.embed(&[text]).ok()?.pop()?;
-        self.cache.borrow_mut().insert(text.to_string(), v.clone());
-        Some(v)
+        reverie_embed::embed_cached(e, self.store, &[text])
+            .map_err(|err| tracing::warn!("{err}"))
+            .ok()?
+            .pop()
     }
 
     fn score(&self, a: &str, b: &str) -> f64 {

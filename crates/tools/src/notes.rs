@@ -3,14 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use reverie_store::{BlobHash, Note};
+use reverie_store::Note;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
-const EMBEDDER_KEY: &str = "all-minilm-l6-v2";
 const MAX_NOTE_BYTES: usize = 64 << 10;
 const SEARCH_RESULTS: usize = 5;
 
@@ -18,31 +17,19 @@ fn note_text(n: &Note) -> String {
     format!("{}\n{}", n.title, n.body)
 }
 
-/// Embeddings of `texts`, from the store's cache where possible.
+/// Embeddings of `texts` (cached in the store), or `None` without the
+/// embedding model.
 fn embeddings(tb: &Toolbox, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, ToolError> {
     let Some(embedder) = tb.services().embedder() else {
         return Ok(None);
     };
-    let hashes: Vec<String> = texts.iter().map(|t| BlobHash::of(t.as_bytes()).0).collect();
-    let mut out: Vec<Option<Vec<f32>>> = hashes
-        .iter()
-        .map(|h| tb.store().cached_embedding(EMBEDDER_KEY, h))
-        .collect::<Result<_, _>>()?;
-    let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
-    if !missing.is_empty() {
-        let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
-        let vecs = embedder.embed(&batch).map_err(|e| ToolError::Failed {
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    reverie_embed::embed_cached(embedder, tb.store(), &texts)
+        .map(Some)
+        .map_err(|e| ToolError::Failed {
             what: "embedding".into(),
             detail: e.to_string(),
-        })?;
-        for (&i, v) in missing.iter().zip(vecs) {
-            tb.store().cache_embedding(EMBEDDER_KEY, &hashes[i], &v)?;
-            out[i] = Some(v);
-        }
-    }
-    Ok(Some(
-        out.into_iter().map(Option::unwrap_or_default).collect(),
-    ))
+        })
 }
 
 /// Notes ranked by similarity to `query`, best first, with their scores.

@@ -105,7 +105,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 2);
+    assert_eq!(s.schema_version().unwrap(), 3);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }
@@ -175,4 +175,50 @@ fn stray_ends_are_kept_per_channel() {
     s.record_stray_end(m3, true).unwrap();
     assert_eq!(s.unintended_ends(a).unwrap(), vec![m1]);
     assert_eq!(s.unintended_ends(b).unwrap(), vec![m3]);
+}
+
+#[test]
+fn revisions_undo_redo_order_and_a_new_edit_drops_redo() {
+    use reverie_store::RevisionState;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&Home::new(dir.path())).unwrap();
+    let a = s.push_revision("/ws", "write_file", "a", "[]").unwrap();
+    let b = s.push_revision("/ws", "write_file", "b", "[]").unwrap();
+    s.push_revision("/other", "write_file", "x", "[]").unwrap();
+    assert_eq!(s.undo_candidate("/ws").unwrap().unwrap().id, b);
+    s.set_revision_state(b, RevisionState::Undone).unwrap();
+    s.set_revision_state(a, RevisionState::Undone).unwrap();
+    // Redo re-applies the oldest undone first.
+    assert_eq!(s.redo_candidate("/ws").unwrap().unwrap().id, a);
+    assert!(s.undo_candidate("/ws").unwrap().is_none());
+    s.push_revision("/ws", "edit_file", "c", "[]").unwrap();
+    assert!(s.redo_candidate("/ws").unwrap().is_none());
+    let states: Vec<_> = s
+        .revisions("/ws")
+        .unwrap()
+        .iter()
+        .map(|r| r.state)
+        .collect();
+    assert_eq!(
+        states,
+        [
+            RevisionState::Dropped,
+            RevisionState::Dropped,
+            RevisionState::Done
+        ]
+    );
+    assert!(s.set_revision_state(999, RevisionState::Done).is_err());
+}
+
+#[test]
+fn embeddings_cache_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&Home::new(dir.path())).unwrap();
+    assert!(s.cached_embedding("m", "h").unwrap().is_none());
+    s.cache_embedding("m", "h", &[0.5, -1.25, 3.0]).unwrap();
+    assert_eq!(
+        s.cached_embedding("m", "h").unwrap().unwrap(),
+        [0.5, -1.25, 3.0]
+    );
+    assert!(s.cached_embedding("other", "h").unwrap().is_none());
 }

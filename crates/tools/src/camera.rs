@@ -77,3 +77,32 @@ impl FrameSource for SyntheticCamera {
         })
     }
 }
+
+/// The first video device (Video4Linux), through nokhwa.
+#[cfg(feature = "webcam")]
+pub struct DeviceCamera;
+
+#[cfg(feature = "webcam")]
+impl FrameSource for DeviceCamera {
+    fn capture(&self) -> Result<Frame, String> {
+        use nokhwa::pixel_format::RgbFormat;
+        use nokhwa::utils::{CameraIndex, RequestedFormat, RequestedFormatType};
+        let no_camera = |e: nokhwa::NokhwaError| {
+            format!("no camera could be opened ({e}); check that one is connected and that Reverie may use it, or ask the user to attach a photo instead")
+        };
+        let format =
+            RequestedFormat::new::<RgbFormat>(RequestedFormatType::AbsoluteHighestResolution);
+        let mut camera = nokhwa::Camera::new(CameraIndex::Index(0), format).map_err(no_camera)?;
+        camera.open_stream().map_err(no_camera)?;
+        let buffer = camera.frame().map_err(no_camera);
+        let _ = camera.stop_stream();
+        let image = buffer?
+            .decode_image::<RgbFormat>()
+            .map_err(|e| format!("the camera's frame could not be decoded: {e}"))?;
+        Ok(Frame {
+            width: image.width(),
+            height: image.height(),
+            rgb: image.into_raw(),
+        })
+    }
+}

@@ -61,6 +61,8 @@ use reverie_store::Store;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+#[cfg(feature = "webcam")]
+pub use camera::DeviceCamera;
 pub use camera::{Frame, FrameSource, NoCamera, SyntheticCamera};
 pub use error::ToolError;
 pub use jobs::JobTable;

@@ -7,7 +7,9 @@ use std::sync::{Mutex, OnceLock};
 use reverie_core::{ChannelId, Home};
 use reverie_embed::Embedder;
 
-use crate::camera::{FrameSource, NoCamera};
+use crate::camera::FrameSource;
+#[cfg(not(feature = "webcam"))]
+use crate::camera::NoCamera;
 use crate::jobs::JobTable;
 
 pub struct Services {
@@ -20,6 +22,16 @@ pub struct Services {
     vision: std::sync::atomic::AtomicBool,
 }
 
+#[cfg(feature = "webcam")]
+fn default_camera() -> Box<dyn FrameSource> {
+    Box::new(crate::camera::DeviceCamera)
+}
+
+#[cfg(not(feature = "webcam"))]
+fn default_camera() -> Box<dyn FrameSource> {
+    Box::new(NoCamera)
+}
+
 impl Services {
     pub fn new(home: &Home) -> Services {
         Services {
@@ -27,7 +39,7 @@ impl Services {
             embedder_dir: home.models().join("all-minilm-l6-v2"),
             embedder: OnceLock::new(),
             jobs: JobTable::new(home.jobs()),
-            camera: Box::new(NoCamera),
+            camera: default_camera(),
             model: Mutex::new(String::new()),
             vision: Default::default(),
         }

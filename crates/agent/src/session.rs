@@ -393,7 +393,13 @@ impl<'a> ChannelSession<'a> {
                         format!("error: the tool `{name}` is not available in this channel"),
                     ),
                     ParsedCall::Call { name, arguments } => {
-                        match tools.toolbox.call(&name, &arguments) {
+                        let stop = tools.toolbox.stop_handle();
+                        cancel.arm(Box::new(move || {
+                            stop.store(true, std::sync::atomic::Ordering::SeqCst)
+                        }));
+                        let result = tools.toolbox.call(&name, &arguments);
+                        cancel.disarm();
+                        match result {
                             Ok(out) => {
                                 for a in out.attachments {
                                     on_event(ChatEvent::Attachment {

@@ -348,3 +348,41 @@ fn failing_malformed_and_cancelled_calls() {
         .unwrap();
     assert_eq!(result.text, "not run: the user stopped the turn");
 }
+
+#[test]
+fn stop_ends_a_running_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    let engine = engine(dir.path(), 1);
+    let sleepy = r#"root ::= "<tool_call>{\"name\": \"python\", \"arguments\": {\"code\": \"import time; time.sleep(60)\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "sleepy", sleepy);
+    let cancel = CancelFlag::default();
+    let flag = cancel.clone();
+    let t0 = std::time::Instant::now();
+    let out = s
+        .send("go", &sampling(4), &cancel, &mut |e| {
+            if matches!(e, ChatEvent::ToolCallStarted { .. }) {
+                let flag = flag.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    flag.cancel();
+                });
+            }
+        })
+        .unwrap();
+    assert!(t0.elapsed().as_secs() < 20, "the 60 s script was stopped");
+    assert_eq!(out.reason, StopReason::Cancelled);
+    let result = store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == MessageRole::Tool)
+        .unwrap();
+    assert!(
+        result.text.contains("stopped by the user"),
+        "{}",
+        result.text
+    );
+}

@@ -117,6 +117,7 @@ fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         Limits::default(),
         Duration::from_secs(60),
         MAX_OUTPUT,
+        tb.stop_flag(),
     )?;
     let out = res.output.trim().to_string();
     match res.status.and_then(|s| s.code()) {

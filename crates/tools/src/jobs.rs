@@ -13,6 +13,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -184,6 +185,7 @@ impl JobTable {
         limits: Limits,
         timeout: Duration,
         max_output: usize,
+        stop: &AtomicBool,
     ) -> Result<RunResult, ToolError> {
         let (mut child, log) = self.spawn(cmd, limits)?;
         let deadline = Instant::now() + timeout;
@@ -194,6 +196,12 @@ impl JobTable {
                 Ok(Some(s)) => {
                     status = Some(s);
                     break;
+                }
+                Ok(None) if stop.load(Ordering::SeqCst) => {
+                    kill_group(&child);
+                    let _ = child.wait();
+                    let _ = std::fs::remove_file(&log);
+                    return Err(ToolError::refused("stopped by the user before it finished"));
                 }
                 Ok(None) if Instant::now() >= deadline => {
                     kill_group(&child);

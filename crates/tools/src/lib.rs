@@ -54,6 +54,7 @@ mod search;
 mod services;
 mod system;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use reverie_core::ChannelId;
@@ -151,6 +152,7 @@ pub struct Toolbox {
     channel_name: String,
     workspace: Workspace,
     services: Arc<Services>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Toolbox {
@@ -174,7 +176,18 @@ impl Toolbox {
             channel_name: info.name,
             workspace,
             services,
+            stop: Arc::default(),
         })
+    }
+
+    /// A switch that stops the running call (a Python run, git) from
+    /// another thread, e.g. the chat's Stop button. Each call clears it.
+    pub fn stop_handle(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    pub(crate) fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -205,6 +218,7 @@ impl Toolbox {
                 name: name.to_string(),
                 available: tool_names().join(", "),
             })?;
+        self.stop.store(false, std::sync::atomic::Ordering::SeqCst);
         let empty = Value::Object(Default::default());
         let args = if args.is_null() { &empty } else { args };
         (tool.run)(self, args)

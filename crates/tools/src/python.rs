@@ -91,10 +91,13 @@ fn run(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         limits.memory_bytes = mb << 20;
     }
     let (cmd, _) = command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
-    let res =
-        tb.services()
-            .jobs
-            .run_blocking(cmd, limits, Duration::from_secs(timeout), MAX_OUTPUT)?;
+    let res = tb.services().jobs.run_blocking(
+        cmd,
+        limits,
+        Duration::from_secs(timeout),
+        MAX_OUTPUT,
+        tb.stop_flag(),
+    )?;
     let output = if res.output.trim().is_empty() {
         "(no output)".to_string()
     } else {
@@ -157,6 +160,7 @@ fn outline(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         Limits::default(),
         Duration::from_secs(20),
         MAX_OUTPUT,
+        tb.stop_flag(),
     )?;
     match res.status.and_then(|s| s.code()) {
         Some(0) if res.output.trim().is_empty() => {

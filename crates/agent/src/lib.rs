@@ -24,6 +24,7 @@
 
 mod actor;
 mod cancel;
+pub mod reasoning;
 mod session;
 pub mod stray;
 pub mod toolcall;

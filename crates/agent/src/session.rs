@@ -113,12 +113,8 @@ impl<'a> ChannelSession<'a> {
     ) -> Result<Self, AgentError> {
         let channel = store.ensure_channel(name)?;
         let info = store.channel(channel)?;
-        let mut messages = Vec::new();
-        let mut tokens = TokenSpan::default();
-        for m in store.messages(channel)? {
-            tokens.append(&m.tokens);
-            messages.push(ChatMessage::new(m.role, m.text));
-        }
+        let (messages, tokens) =
+            crate::reasoning::visible_history(engine, &store.messages(channel)?);
         let transcript = engine.restore_transcript(messages, tokens);
         let system_prompt = if info.system_prompt.trim().is_empty() {
             default_system_prompt.trim().to_string()
@@ -215,6 +211,15 @@ impl<'a> ChannelSession<'a> {
                     .append_message(ch, MessageRole::System, &system, &span)?;
                 self.transcript = t;
             }
+        }
+        // Earlier replies' reasoning is not carried into this turn.
+        let reasoned = self.transcript.messages.iter().any(|m| {
+            m.role == MessageRole::Assistant && crate::reasoning::strip_text(&m.content).is_some()
+        });
+        if reasoned {
+            let (messages, tokens) =
+                crate::reasoning::visible_history(self.engine, &self.store.messages(ch)?);
+            self.transcript = self.engine.restore_transcript(messages, tokens);
         }
         let mut t = self.transcript.clone();
         let span = self

@@ -195,3 +195,45 @@ fn an_unfinished_looking_end_asks_and_records_the_answer() {
     let stored: Vec<i32> = msgs.iter().flat_map(|m| m.tokens.ids.clone()).collect();
     assert_eq!(stored, s.transcript().tokens.ids);
 }
+
+#[test]
+fn earlier_reasoning_is_not_carried_into_later_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Home::new(dir.path().join("home"))).unwrap();
+    let engine = engine(dir.path());
+    let mut s = ChannelSession::open(&engine, &store, "think", "").unwrap();
+    let thinking = r#"root ::= "<think>plan it</think>\nAnswer.""#;
+    s.set_reply_constraint(Some(reverie_infer::Constraint::Gbnf(thinking.into())));
+    let first = s
+        .send(
+            "q1",
+            &SamplingParams::greedy(64),
+            &CancelFlag::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(first.reply, "<think>plan it</think>\nAnswer.");
+    // Within its own turn the reasoning is there.
+    assert!(engine
+        .detokenize(&s.transcript().tokens.ids, true)
+        .contains("plan it"));
+    s.set_reply_constraint(None);
+    s.send("q2", &params(), &CancelFlag::default(), &mut |_| {})
+        .unwrap();
+    let live = s.transcript().clone();
+    let seen = engine.detokenize(&live.tokens.ids, true);
+    assert!(
+        !seen.contains("plan it") && !seen.contains("<think>"),
+        "{seen}"
+    );
+    assert!(seen.contains("Answer."), "{seen}");
+    // The store keeps the reply whole, reasoning tokens included, for training.
+    let reply = &store.messages(s.channel()).unwrap()[1];
+    assert!(reply.text.contains("<think>plan it</think>"));
+    assert!(engine
+        .detokenize(&reply.tokens.ids, true)
+        .contains("plan it"));
+    // A reopened channel continues from exactly what the live one fed.
+    let reopened = ChannelSession::open(&engine, &store, "think", "").unwrap();
+    assert_eq!(reopened.transcript().tokens, live.tokens);
+}

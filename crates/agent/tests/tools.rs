@@ -33,6 +33,16 @@ fn engine(dir: &std::path::Path, slots: usize) -> Arc<Engine> {
     )
 }
 
+/// A data folder with its store and services, and a tiny model with `slots`.
+fn setup(slots: usize) -> (tempfile::TempDir, Arc<Store>, Arc<Services>, Arc<Engine>) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    let engine = engine(dir.path(), slots);
+    (dir, store, services, engine)
+}
+
 fn sampling(seed: u32) -> SamplingParams {
     SamplingParams {
         temperature: 1.0,
@@ -60,16 +70,13 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
     const CHANNELS: usize = 8;
     const TURNS: usize = 10;
     const CALLS_PER_TURN: usize = 10;
-    let dir = tempfile::tempdir().unwrap();
-    let home = Home::new(dir.path().join("home"));
-    let store = Arc::new(Store::open(&home).unwrap());
-    let services = Arc::new(Services::new(&home));
+    let (_dir, store, services, engine) = setup(CHANNELS);
     let names: Vec<String> = (0..CHANNELS).map(|i| format!("ch{i}")).collect();
     for n in &names {
         write_files(&services, &store, n);
     }
     let agent = Agent::new(
-        engine(dir.path(), CHANNELS),
+        engine,
         store.clone(),
         services,
         AgentConfig {
@@ -163,12 +170,8 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
 
 #[test]
 fn stored_tokens_reproduce_what_the_model_saw() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Home::new(dir.path().join("home"));
-    let store = Arc::new(Store::open(&home).unwrap());
-    let services = Arc::new(Services::new(&home));
+    let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "rec");
-    let engine = engine(dir.path(), 1);
     let id = store.ensure_channel("rec").unwrap();
     let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services).unwrap());
     setup.max_calls = 3;
@@ -273,11 +276,7 @@ fn forced_session<'a>(
 
 #[test]
 fn failing_malformed_and_cancelled_calls() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Home::new(dir.path().join("home"));
-    let store = Arc::new(Store::open(&home).unwrap());
-    let services = Arc::new(Services::new(&home));
-    let engine = engine(dir.path(), 1);
+    let (_dir, store, services, engine) = setup(1);
 
     // The same failing call three times in a row ends the turn.
     let missing = r#"root ::= "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"missing.txt\"}}</tool_call>""#;
@@ -351,11 +350,7 @@ fn failing_malformed_and_cancelled_calls() {
 
 #[test]
 fn stop_ends_a_running_tool() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Home::new(dir.path().join("home"));
-    let store = Arc::new(Store::open(&home).unwrap());
-    let services = Arc::new(Services::new(&home));
-    let engine = engine(dir.path(), 1);
+    let (_dir, store, services, engine) = setup(1);
     let sleepy = r#"root ::= "<tool_call>{\"name\": \"python\", \"arguments\": {\"code\": \"import time; time.sleep(60)\"}}</tool_call>""#;
     let mut s = forced_session(&engine, &store, &services, "sleepy", sleepy);
     let cancel = CancelFlag::default();

@@ -204,7 +204,7 @@ fn print_event(ev: &ChatEvent, quiet: bool) {
             reverie_core::StopReason::ContextFull => {
                 eprint!(" [context full: start a new channel]")
             }
-            reverie_core::StopReason::ToolLimit => eprint!(" [tool-call limit reached]"),
+            reverie_core::StopReason::ToolLimit => eprint!(" [tool calls stopped]"),
             reverie_core::StopReason::EndOfTurn => {}
         },
         ChatEvent::ToolCallStarted {

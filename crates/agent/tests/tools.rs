@@ -258,6 +258,16 @@ fn stored_tokens_reproduce_what_the_model_saw() {
     );
 }
 
+/// The first tool result recorded in the session's channel.
+fn first_tool_message(store: &Store, s: &ChannelSession<'_>) -> reverie_core::Message {
+    store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == MessageRole::Tool)
+        .unwrap()
+}
+
 fn forced_session<'a>(
     engine: &'a Engine,
     store: &'a Arc<Store>,
@@ -311,12 +321,7 @@ fn failing_malformed_and_cancelled_calls() {
     let mut s = forced_session(&engine, &store, &services, "bad", bad);
     s.send("go", &sampling(2), &CancelFlag::default(), &mut |_| {})
         .unwrap();
-    let tool_msg = store
-        .messages(s.channel())
-        .unwrap()
-        .into_iter()
-        .find(|m| m.role == MessageRole::Tool)
-        .unwrap();
+    let tool_msg = first_tool_message(&store, &s);
     assert!(
         tool_msg
             .text
@@ -339,12 +344,7 @@ fn failing_malformed_and_cancelled_calls() {
         })
         .unwrap();
     assert_eq!((out.tool_calls, out.reason), (0, StopReason::Cancelled));
-    let result = store
-        .messages(s.channel())
-        .unwrap()
-        .into_iter()
-        .find(|m| m.role == MessageRole::Tool)
-        .unwrap();
+    let result = first_tool_message(&store, &s);
     assert_eq!(result.text, "not run: the user stopped the turn");
 }
 
@@ -369,12 +369,7 @@ fn stop_ends_a_running_tool() {
         .unwrap();
     assert!(t0.elapsed().as_secs() < 20, "the 60 s script was stopped");
     assert_eq!(out.reason, StopReason::Cancelled);
-    let result = store
-        .messages(s.channel())
-        .unwrap()
-        .into_iter()
-        .find(|m| m.role == MessageRole::Tool)
-        .unwrap();
+    let result = first_tool_message(&store, &s);
     assert!(
         result.text.contains("stopped by the user"),
         "{}",

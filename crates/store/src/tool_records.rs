@@ -76,25 +76,27 @@ impl Store {
 
     /// The revision the next undo reverts: the newest applied one.
     pub fn undo_candidate(&self, workspace: &str) -> Result<Option<Revision>> {
-        let sql = format!(
-            "SELECT {REVISION_COLUMNS} FROM revisions
-             WHERE workspace = ?1 AND state = 'done' ORDER BY id DESC LIMIT 1"
-        );
-        Ok(self
-            .conn()
-            .query_row(&sql, [workspace], revision_row)
-            .optional()?)
+        self.first_revision(workspace, RevisionState::Done, "DESC")
     }
 
     /// The revision the next redo re-applies: the oldest undone one.
     pub fn redo_candidate(&self, workspace: &str) -> Result<Option<Revision>> {
+        self.first_revision(workspace, RevisionState::Undone, "ASC")
+    }
+
+    fn first_revision(
+        &self,
+        workspace: &str,
+        state: RevisionState,
+        order: &'static str,
+    ) -> Result<Option<Revision>> {
         let sql = format!(
             "SELECT {REVISION_COLUMNS} FROM revisions
-             WHERE workspace = ?1 AND state = 'undone' ORDER BY id ASC LIMIT 1"
+             WHERE workspace = ?1 AND state = ?2 ORDER BY id {order} LIMIT 1"
         );
         Ok(self
             .conn()
-            .query_row(&sql, [workspace], revision_row)
+            .query_row(&sql, params![workspace, state.as_str()], revision_row)
             .optional()?)
     }
 

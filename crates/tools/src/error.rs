@@ -1,8 +1,6 @@
 //! Tool failures, worded for the model that made the call: each says what
 //! was wrong and what to do next.
 
-use std::path::Path;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     #[error("there is no tool named `{name}`. Available tools: {available}")]
@@ -47,14 +45,5 @@ impl ToolError {
                 detail: err.to_string(),
             },
         }
-    }
-
-    pub fn io_at(root: &Path, path: &Path, err: std::io::Error) -> ToolError {
-        let shown = path
-            .strip_prefix(root)
-            .unwrap_or(path)
-            .display()
-            .to_string();
-        ToolError::io(&shown, err)
     }
 }

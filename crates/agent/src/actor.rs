@@ -140,6 +140,22 @@ impl Agent {
         }
     }
 
+    /// Stops the channel's actor (cancelling its turn) so that the next
+    /// message reopens the channel from the store: for after the store's
+    /// transcript was changed underneath it (a retracted tail).
+    pub fn reopen(&self, channel: &str) {
+        let actor = self
+            .actors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(channel);
+        if let Some(a) = actor {
+            a.cancel.cancel();
+            drop(a.queue);
+            let _ = a.thread.join();
+        }
+    }
+
     /// Stops every actor after its current turn is cancelled, and waits.
     pub fn shutdown(&self) {
         let actors: Vec<Actor> = self

@@ -12,6 +12,8 @@
 //! GGUF; **verify** it loads in llama.cpp and that its perplexity on a fixed
 //! text has not regressed; **deploy** it as the active checkpoint (the
 //! previous ones stay for rollback). Progress streams as [`NightEvent`]s.
+//! Spans a person excluded or re-rewarded in the reviewer are applied right
+//! after judging.
 //!
 //! This crate decides what a night does; it never draws progress and never
 //! writes SQL.
@@ -23,6 +25,7 @@ mod event;
 mod judge;
 pub mod lock;
 mod pipeline;
+mod review;
 pub mod trigger;
 mod value;
 mod verify;

@@ -248,6 +248,17 @@ fn stages(
                     ),
                 }
             }
+            let marks = store.review_marks()?;
+            let ids = |ch: i64| {
+                store
+                    .messages(ChannelId(ch))
+                    .map(|ms| ms.iter().map(|m| m.id).collect())
+                    .unwrap_or_default()
+            };
+            let (tasks, changes) = crate::review::apply(tasks, &marks, &ids);
+            for c in changes {
+                night.note(Stage::Judge, c);
+            }
             night.report["tasks"] = serde_json::to_value(&tasks).map_err(io)?;
             night.finish(Stage::Judge, t)?;
         }

@@ -33,6 +33,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Invalid(String),
     #[error("blob {0} is missing or does not match its hash")]
     BlobMismatch(String),
 }

@@ -25,6 +25,7 @@ mod codec;
 mod error;
 mod migrations;
 mod records;
+mod review;
 mod store;
 mod tool_records;
 
@@ -33,4 +34,5 @@ pub use error::StoreError;
 pub use records::{
     BoardPost, Channel, Checkpoint, Night, NightStatus, Note, Revision, RevisionState, ToolCall,
 };
+pub use review::ReviewMark;
 pub use store::Store;

@@ -113,4 +113,19 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (model, text_hash)
     );
     "#,
+    // 4: messages retracted by an edit or a regenerate (kept, not shown or
+    // replayed), and the reviewer's marks on episodes for the next night.
+    r#"
+    ALTER TABLE messages ADD COLUMN retracted INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE review_marks (
+        id            INTEGER PRIMARY KEY,
+        channel_id    INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+        first_message INTEGER NOT NULL,
+        last_message  INTEGER NOT NULL,
+        reward        REAL CHECK (reward IS NULL OR (reward >= 0 AND reward <= 1)),
+        excluded      INTEGER NOT NULL DEFAULT 0,
+        created_ms    INTEGER NOT NULL,
+        UNIQUE (channel_id, first_message, last_message)
+    );
+    "#,
 ];

@@ -230,12 +230,12 @@ impl Store {
 
     /// Every message of a channel, oldest first, with its tokens.
     pub fn messages(&self, channel: ChannelId) -> Result<Vec<Message>> {
-        self.query_messages("WHERE m.channel_id = ?1", [channel.0])
+        self.query_messages("WHERE m.channel_id = ?1 AND m.retracted = 0", [channel.0])
     }
 
     /// Messages of every channel created at or after `since_ms`.
     pub fn messages_since(&self, since_ms: i64) -> Result<Vec<Message>> {
-        self.query_messages("WHERE m.created_ms >= ?1", [since_ms])
+        self.query_messages("WHERE m.created_ms >= ?1 AND m.retracted = 0", [since_ms])
     }
 
     /// When the newest message was written (ms since the epoch), if any.

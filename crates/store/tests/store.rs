@@ -105,7 +105,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 3);
+    assert_eq!(s.schema_version().unwrap(), 4);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }
@@ -221,4 +221,48 @@ fn embeddings_cache_round_trips() {
         [0.5, -1.25, 3.0]
     );
     assert!(s.cached_embedding("other", "h").unwrap().is_none());
+}
+
+#[test]
+fn retracting_hides_the_tail_of_one_channel_and_keeps_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&Home::new(dir.path())).unwrap();
+    let a = s.ensure_channel("a").unwrap();
+    let b = s.ensure_channel("b").unwrap();
+    let span = TokenSpan::default();
+    let ids: Vec<_> = (0..4)
+        .map(|i| {
+            s.append_message(a, MessageRole::User, &format!("m{i}"), &span)
+                .unwrap()
+        })
+        .collect();
+    let other = s.append_message(b, MessageRole::User, "b0", &span).unwrap();
+    assert_eq!(s.retract_from(a, ids[2]).unwrap(), 2);
+    let texts: Vec<_> = s.messages(a).unwrap().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, ["m0", "m1"]);
+    assert_eq!(s.messages(b).unwrap().len(), 1);
+    assert_eq!(s.message_count().unwrap(), 5, "retracted rows stay");
+    let err = s.retract_from(a, other).unwrap_err().to_string();
+    assert!(err.contains("message of this channel"), "{err}");
+}
+
+#[test]
+fn review_marks_replace_validate_and_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&Home::new(dir.path())).unwrap();
+    let ch = s.ensure_channel("a").unwrap();
+    let (m1, m5) = (reverie_core::MessageId(1), reverie_core::MessageId(5));
+    s.set_review_mark(ch, m1, m5, Some(0.2), false).unwrap();
+    s.set_review_mark(ch, m1, m5, Some(0.9), true).unwrap();
+    let marks = s.review_marks().unwrap();
+    assert_eq!(marks.len(), 1);
+    assert_eq!((marks[0].reward, marks[0].excluded), (Some(0.9), true));
+    assert!(marks[0].covers(ch, reverie_core::MessageId(3)));
+    assert!(!marks[0].covers(ch, reverie_core::MessageId(6)));
+    let err = s.set_review_mark(ch, m1, m5, Some(1.5), false).unwrap_err();
+    assert!(err.to_string().contains("between 0 and 1"), "{err}");
+    let err = s.set_review_mark(ch, m5, m1, None, true).unwrap_err();
+    assert!(err.to_string().contains("start before it ends"), "{err}");
+    s.set_review_mark(ch, m1, m5, None, false).unwrap();
+    assert!(s.review_marks().unwrap().is_empty());
 }

@@ -12,7 +12,6 @@ mod channel_cmd;
 mod chat;
 mod doctor;
 mod export;
-mod home;
 mod model_cmd;
 mod night_cmd;
 mod output;
@@ -93,7 +92,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let home = home::resolve(cli.home.as_deref());
+    let home = reverie_core::Home::resolve(cli.home.as_deref());
     let result = match cli.command {
         Command::Chat(a) => chat::run(&home, a),
         Command::Doctor(a) => doctor::run(&home, a),

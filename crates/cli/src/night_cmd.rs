@@ -34,16 +34,6 @@ pub struct SleepArgs {
     when_idle: Option<u64>,
 }
 
-fn local_seconds_of_day() -> u32 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as libc::time_t);
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to a time_t and a tm out-param.
-    unsafe { libc::localtime_r(&now, &mut tm) };
-    (tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec) as u32
-}
-
 /// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.
 fn wait_for_trigger(store: &Store, a: &SleepArgs, cancel: &AtomicBool) -> anyhow::Result<()> {
     use std::sync::atomic::Ordering;
@@ -51,7 +41,7 @@ fn wait_for_trigger(store: &Store, a: &SleepArgs, cancel: &AtomicBool) -> anyhow
     let stop = || cancel.load(Ordering::SeqCst);
     if let Some(at) = &a.at {
         let (h, m) = trigger::parse_clock(at).map_err(anyhow::Error::msg)?;
-        let wait = trigger::seconds_until(local_seconds_of_day(), h, m);
+        let wait = trigger::seconds_until(trigger::local_seconds_of_day(), h, m);
         eprintln!(
             "sleeping at {at} (in {}h{:02}m); Ctrl-C to cancel",
             wait / 3600,
@@ -334,17 +324,7 @@ pub fn checkpoint(home: &Home, cmd: CheckpointCommand) -> anyhow::Result<ExitCod
             }
         }
         CheckpointCommand::Rollback { id } => {
-            let cp = store
-                .checkpoints()?
-                .into_iter()
-                .find(|c| c.id == id)
-                .ok_or(StoreError::NotFound {
-                    what: "checkpoint",
-                    id,
-                })?;
-            let path = std::path::PathBuf::from(&cp.path);
-            reverie_models::active::set_active(home, &path)?;
-            store.activate_checkpoint(id)?;
+            let path = reverie_night::checkpoint::rollback(home, &store, id)?;
             println!("Reverie will now run checkpoint {id}: {}", path.display());
         }
     }

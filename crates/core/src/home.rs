@@ -13,6 +13,19 @@ impl Home {
         Home { root: root.into() }
     }
 
+    /// `explicit` (`--home`), else `$XDG_DATA_HOME/reverie` (usually
+    /// `~/.local/share/reverie`). Callers read `REVERIE_HOME` into `explicit`.
+    pub fn resolve(explicit: Option<&Path>) -> Self {
+        match explicit {
+            Some(p) => Home::new(p),
+            None => Home::new(
+                dirs::data_dir()
+                    .unwrap_or_else(|| std::env::temp_dir().join("reverie-data"))
+                    .join("reverie"),
+            ),
+        }
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

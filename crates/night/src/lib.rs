@@ -19,6 +19,7 @@
 //! writes SQL.
 
 mod advantage;
+pub mod checkpoint;
 mod config;
 mod error;
 mod event;

@@ -1,5 +1,6 @@
 //! When a night starts by itself: at a time of day, or after the user has
-//! been away for a while. Pure arithmetic; the caller supplies the clock.
+//! been away for a while. Arithmetic on a clock the caller supplies, plus
+//! the two clocks callers use.
 
 /// Seconds from `now` (seconds since local midnight) until the next
 /// `hour:minute`; a time already past today means tomorrow.
@@ -31,6 +32,23 @@ pub fn parse_clock(s: &str) -> Result<(u32, u32), String> {
 /// message time (none: idle).
 pub fn is_idle(now_ms: i64, last_message_ms: Option<i64>, idle_ms: i64) -> bool {
     last_message_ms.is_none_or(|t| now_ms - t >= idle_ms)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Seconds since local midnight, by the system's time zone.
+pub fn local_seconds_of_day() -> u32 {
+    let now = (now_ms() / 1000) as libc::time_t;
+    // SAFETY: an all-zero `tm` is a valid out-parameter.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to a time_t and a tm out-param.
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    (tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec) as u32
 }
 
 #[cfg(test)]

@@ -1,0 +1,173 @@
+//! What the window holds: the data folder, the store, the model (loaded on
+//! first use, so the window opens even before a model exists), the agents
+//! of all channels, the settings and the night.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::Context;
+use reverie_agent::{Agent, AgentConfig, DEFAULT_SYSTEM_PROMPT};
+use reverie_core::Home;
+use reverie_infer::{Engine, EngineConfig};
+use reverie_store::Store;
+use reverie_tools::Services;
+
+use crate::settings::Settings;
+use crate::sleep::NightState;
+
+/// How the app was started: `--model`, `--ctx`, `--threads`, `--gpu-layers`.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    pub model: Option<PathBuf>,
+    pub ctx: u32,
+    pub threads: Option<usize>,
+    pub gpu_layers: u32,
+}
+
+/// A loaded model and the agents that use it.
+pub struct Runtime {
+    pub engine: Arc<Engine>,
+    pub agent: Agent,
+}
+
+pub struct App {
+    pub home: Home,
+    pub store: Arc<Store>,
+    pub services: Arc<Services>,
+    pub night: NightState,
+    launch: Mutex<Launch>,
+    runtime: Mutex<Option<Arc<Runtime>>>,
+    settings: Mutex<Settings>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl App {
+    pub fn open(home: Home, launch: Launch) -> anyhow::Result<App> {
+        std::fs::create_dir_all(home.root())
+            .with_context(|| format!("creating the data folder {}", home.root().display()))?;
+        let store = Arc::new(Store::open(&home)?);
+        let services = Arc::new(Services::new(&home));
+        let settings = Settings::load(&home);
+        Ok(App {
+            night: NightState::default(),
+            launch: Mutex::new(launch),
+            runtime: Mutex::new(None),
+            settings: Mutex::new(settings),
+            home,
+            store,
+            services,
+        })
+    }
+
+    pub fn settings(&self) -> Settings {
+        lock(&self.settings).clone()
+    }
+
+    /// Saves new settings; the agents pick up tool settings on their next
+    /// message.
+    pub fn set_settings(&self, s: Settings) -> anyhow::Result<()> {
+        s.validate().map_err(anyhow::Error::msg)?;
+        s.save(&self.home).context("saving settings")?;
+        let tools_changed = {
+            let mut cur = lock(&self.settings);
+            let changed = cur.tools != s.tools || cur.max_tool_calls != s.max_tool_calls;
+            *cur = s;
+            changed
+        };
+        if tools_changed {
+            self.unload();
+        }
+        Ok(())
+    }
+
+    /// The model file the app runs (or would run), if one exists.
+    pub fn model_path(&self) -> Option<PathBuf> {
+        let explicit = lock(&self.launch).model.clone();
+        reverie_models::active::resolve(&self.home, explicit.as_deref()).ok()
+    }
+
+    /// The loaded model, if it is loaded.
+    pub fn loaded(&self) -> Option<Arc<Runtime>> {
+        lock(&self.runtime).clone()
+    }
+
+    /// The model and agents, loading the model on first use.
+    pub fn runtime(&self) -> anyhow::Result<Arc<Runtime>> {
+        let mut slot = lock(&self.runtime);
+        if let Some(rt) = slot.as_ref() {
+            return Ok(rt.clone());
+        }
+        let launch = lock(&self.launch).clone();
+        let path = reverie_models::active::resolve(&self.home, launch.model.as_deref())?;
+        let mut config = EngineConfig {
+            slots: 4,
+            n_ctx: launch.ctx,
+            gpu_layers: launch.gpu_layers,
+            ..EngineConfig::default()
+        };
+        if let Some(t) = launch.threads {
+            config.threads = t.max(1);
+        }
+        let engine = Arc::new(
+            Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))?,
+        );
+        let s = self.settings();
+        let agent = Agent::new(
+            engine.clone(),
+            self.store.clone(),
+            self.services.clone(),
+            AgentConfig {
+                system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+                tools: s.tools,
+                max_tool_calls: s.max_tool_calls,
+                ..AgentConfig::default()
+            },
+        );
+        let rt = Arc::new(Runtime { engine, agent });
+        *slot = Some(rt.clone());
+        Ok(rt)
+    }
+
+    /// Switches to `path`: remembered as the active model (unless the app
+    /// was started with `--model`, which then follows the choice), and
+    /// swapped in without losing any channel.
+    pub fn choose_model(&self, path: &std::path::Path) -> anyhow::Result<PathBuf> {
+        let path = reverie_models::active::set_active(&self.home, path)?;
+        lock(&self.launch).model = Some(path.clone());
+        if let Some(rt) = self.loaded() {
+            rt.engine.swap_model(&path)?;
+            self.services.set_model_name(&rt.engine.info().name);
+        }
+        Ok(path)
+    }
+
+    /// After a night: the active model may have changed; wake up on it.
+    pub fn wake_up(&self, deployed: &std::path::Path) -> anyhow::Result<()> {
+        lock(&self.launch).model = Some(deployed.to_path_buf());
+        if let Some(rt) = self.loaded() {
+            rt.engine.swap_model(deployed)?;
+            self.services.set_model_name(&rt.engine.info().name);
+        }
+        Ok(())
+    }
+
+    /// Stops every agent and forgets the model (it reloads on next use).
+    pub fn unload(&self) {
+        if let Some(rt) = lock(&self.runtime).take() {
+            rt.agent.shutdown();
+        }
+    }
+
+    /// Clean exit: the night is cancelled (the model it would replace is
+    /// kept), generation and jobs stop, and the database closes when the
+    /// last reference goes.
+    pub fn shutdown(&self) {
+        self.night.cancel();
+        self.night.join();
+        self.unload();
+        self.services.jobs().stop_all();
+    }
+}

@@ -1,0 +1,95 @@
+import { useEffect, useState } from "react";
+import { bytes } from "./format";
+import { api, errorText } from "./ipc";
+import type { HealthView, ModelChoice, Settings } from "./types";
+
+export function SettingsView({ channel, onChanged }: { channel: string; onChanged: () => void }) {
+  const [s, setS] = useState<Settings | null>(null);
+  const [models, setModels] = useState<ModelChoice[]>([]);
+  const [path, setPath] = useState("");
+  const [health, setHealth] = useState<HealthView | null>(null);
+  const [status, setStatus] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    api.getSettings().then(setS).catch((e) => setStatus(errorText(e)));
+    api.listModels().then(setModels).catch((e) => setStatus(errorText(e)));
+    api.health(channel).then(setHealth).catch((e) => setStatus(errorText(e)));
+  }, [channel]);
+
+  const choose = async (p: string) => {
+    setBusy(true);
+    setStatus(`loading ${p}…`);
+    try {
+      const m = await api.chooseModel(p);
+      setStatus(`Now running ${m.name} (${m.architecture}, ${bytes(m.file_size)}).`);
+      setModels(await api.listModels());
+      onChanged();
+    } catch (e) {
+      setStatus(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const save = (next: Settings) =>
+    api
+      .setSettings(next)
+      .then(() => {
+        setS(next);
+        setStatus("Saved.");
+        document.documentElement.dataset.theme = next.theme;
+      })
+      .catch((e) => setStatus(errorText(e)));
+
+  const num = (v: string) => (v === "" ? 0 : Number(v));
+  return (
+    <div className="settings">
+      {status && <p className="status" role="status">{status}</p>}
+      <h3>Model</h3>
+      <ul className="models">
+        {models.map((m) => (
+          <li key={m.path}>
+            <label>
+              <input type="radio" name="model" checked={m.active} disabled={busy} onChange={() => void choose(m.path)} /> {m.label}
+              <span className="muted path"> {m.path}</span>
+            </label>
+          </li>
+        ))}
+      </ul>
+      <form
+        className="row"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (path.trim()) void choose(path.trim());
+        }}
+      >
+        <input aria-label="GGUF file" placeholder="/path/to/any-model.gguf" value={path} onChange={(e) => setPath(e.target.value)} />
+        <button type="submit" disabled={busy}>Use this GGUF</button>
+      </form>
+      {s && (
+        <>
+          <h3>Sampling</h3>
+          <div className="grid2">
+            <label>Temperature<input type="number" step={0.05} min={0} max={5} value={s.sampling.temperature} onChange={(e) => void save({ ...s, sampling: { ...s.sampling, temperature: num(e.target.value) } })} /></label>
+            <label>Top-p<input type="number" step={0.05} min={0.05} max={1} value={s.sampling.top_p} onChange={(e) => void save({ ...s, sampling: { ...s.sampling, top_p: num(e.target.value) } })} /></label>
+            <label>Top-k<input type="number" min={0} value={s.sampling.top_k} onChange={(e) => void save({ ...s, sampling: { ...s.sampling, top_k: num(e.target.value) } })} /></label>
+            <label>Max tokens<input type="number" min={1} value={s.sampling.max_tokens} onChange={(e) => void save({ ...s, sampling: { ...s.sampling, max_tokens: num(e.target.value) } })} /></label>
+            <label>Seed<input type="number" min={0} value={s.sampling.seed} onChange={(e) => void save({ ...s, sampling: { ...s.sampling, seed: num(e.target.value) } })} /></label>
+          </div>
+          <h3>Agent</h3>
+          <label><input type="checkbox" checked={s.tools} onChange={(e) => void save({ ...s, tools: e.target.checked })} /> Tools (files, Python, notes, git…)</label>
+          <label>Tool calls per turn<input type="number" min={1} value={s.max_tool_calls} onChange={(e) => void save({ ...s, max_tool_calls: num(e.target.value) })} /></label>
+          <h3>Theme</h3>
+          <select aria-label="Theme" value={s.theme} onChange={(e) => void save({ ...s, theme: e.target.value as Settings["theme"] })}>
+            <option value="system">system</option>
+            <option value="light">light</option>
+            <option value="dark">dark</option>
+          </select>
+        </>
+      )}
+      <h3>Health</h3>
+      <pre className="health" data-testid="health">{health?.report ?? "…"}</pre>
+    </div>
+  );
+}

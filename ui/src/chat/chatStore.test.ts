@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import type { ChatEvent, MessageView } from "../types";
+import { applyEvent, historyToItems, isBusy, visibleText, type Item } from "./chatStore";
+
+const ch = 1;
+const run = (events: ChatEvent[], start: Item[] = []) => events.reduce(applyEvent, start);
+
+describe("chat store", () => {
+  it("streams tokens into one reply and ends it with the stop reason", () => {
+    const items = run([
+      { type: "token", channel: ch, id: 1, piece: "Hel", logprob: -0.1 },
+      { type: "token", channel: ch, id: 2, piece: "lo", logprob: -0.2 },
+    ]);
+    expect(items).toHaveLength(1);
+    expect(isBusy(items)).toBe(true);
+    const done = applyEvent(items, { type: "turn_end", channel: ch, message: 7, reason: "cancelled" });
+    expect(done[0]).toEqual({ kind: "assistant", id: 7, text: "Hello", streaming: false, stop: "stopped" });
+    expect(isBusy(done)).toBe(false);
+  });
+
+  it("turns a tool call into a card that fills in when it finishes", () => {
+    const items = run([
+      { type: "token", channel: ch, id: 1, piece: '<tool_call>{"name":"read_file"}</tool_call>', logprob: 0 },
+      { type: "tool_call_started", channel: ch, call_id: "c1", name: "read_file", arguments: '{"path":"a.txt"}' },
+    ]);
+    expect(items[1]).toMatchObject({ kind: "tool", name: "read_file", ok: null });
+    expect(isBusy(items)).toBe(true);
+    const after = run(
+      [
+        { type: "tool_call_finished", channel: ch, call_id: "c1", ok: true, result: "1: hi" },
+        { type: "token", channel: ch, id: 3, piece: "It says hi.", logprob: 0 },
+        { type: "turn_end", channel: ch, message: 9, reason: "end_of_turn" },
+      ],
+      items,
+    );
+    expect(after[1]).toMatchObject({ kind: "tool", ok: true, result: "1: hi" });
+    expect(after[2]).toMatchObject({ kind: "assistant", text: "It says hi.", stop: null, id: 9 });
+    expect(visibleText((after[0] as { text: string }).text)).toBe("");
+  });
+
+  it("shows the end-of-turn question and errors as their own items", () => {
+    const items = run([
+      { type: "token", channel: ch, id: 1, piece: "First,", logprob: 0 },
+      { type: "stray_end", channel: ch, message: 3, unintended: true },
+      { type: "error", channel: ch, message: "the model stalled" },
+    ]);
+    expect(items.map((i) => i.kind)).toEqual(["assistant", "stray", "error"]);
+  });
+
+  it("folds stored messages: tool results into cards, markup out of replies", () => {
+    const msgs: MessageView[] = [
+      { id: 1, role: "system", text: "sys", created_ms: 0, tool_calls: [], stray_end: false },
+      { id: 2, role: "user", text: "read a.txt", created_ms: 0, tool_calls: [], stray_end: false },
+      {
+        id: 3,
+        role: "assistant",
+        text: '<think>hmm</think><tool_call>{"name":"read_file","arguments":{"path":"a.txt"}}</tool_call>',
+        created_ms: 0,
+        tool_calls: [{ call_id: "c", name: "read_file", arguments: '{"path":"a.txt"}', result: "1: hi", ok: true }],
+        stray_end: false,
+      },
+      { id: 4, role: "tool", text: "1: hi", created_ms: 0, tool_calls: [], stray_end: false },
+      { id: 5, role: "assistant", text: "It says hi.", created_ms: 0, tool_calls: [], stray_end: true },
+    ];
+    const items = historyToItems(msgs);
+    expect(items.map((i) => i.kind)).toEqual(["user", "tool", "assistant", "stray"]);
+  });
+});

@@ -1,0 +1,123 @@
+// What the chat shows: stored messages and live events folded into one list
+// of items. Pure functions, unit-tested; the components only render.
+import { stopReason } from "../format";
+import type { ChatEvent, MessageView } from "../types";
+
+export type Item =
+  | { kind: "user"; id: number | null; text: string }
+  | { kind: "assistant"; id: number | null; text: string; streaming: boolean; stop: string | null }
+  | {
+      kind: "tool";
+      callId: string;
+      name: string;
+      arguments: string;
+      result: string | null;
+      ok: boolean | null;
+    }
+  | { kind: "notice"; text: string }
+  | { kind: "stray"; unintended: boolean }
+  | { kind: "attachment"; name: string; image: boolean }
+  | { kind: "error"; text: string };
+
+const TOOL_BLOCK = /<tool_call>[\s\S]*?(<\/tool_call>|$)/g;
+const THINK_BLOCK = /<think>[\s\S]*?(<\/think>|$)/g;
+
+/** The reply as a person reads it: tool-call markup (shown as cards) and
+ * reasoning are taken out. */
+export function visibleText(text: string): string {
+  return text.replace(TOOL_BLOCK, "").replace(THINK_BLOCK, "").trim();
+}
+
+export function historyToItems(messages: MessageView[]): Item[] {
+  const items: Item[] = [];
+  for (const m of messages) {
+    if (m.role === "user") items.push({ kind: "user", id: m.id, text: m.text });
+    if (m.role === "assistant") {
+      const text = visibleText(m.text);
+      if (text || m.tool_calls.length === 0) {
+        items.push({ kind: "assistant", id: m.id, text, streaming: false, stop: null });
+      }
+      for (const t of m.tool_calls) {
+        items.push({
+          kind: "tool",
+          callId: t.call_id,
+          name: t.name,
+          arguments: t.arguments,
+          result: t.result,
+          ok: t.ok,
+        });
+      }
+      if (m.stray_end) items.push({ kind: "stray", unintended: true });
+    }
+  }
+  return items;
+}
+
+function lastStreaming(items: Item[]): number {
+  for (let i = items.length - 1; i >= 0; i--) {
+    const it = items[i];
+    if (it.kind === "assistant" && it.streaming) return i;
+    if (it.kind === "user") return -1;
+  }
+  return -1;
+}
+
+/** Folds one live event into the list; returns a new list. */
+export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
+  const out = items.slice();
+  const i = lastStreaming(out);
+  switch (ev.type) {
+    case "token": {
+      if (i >= 0) {
+        const it = out[i] as Extract<Item, { kind: "assistant" }>;
+        out[i] = { ...it, text: it.text + ev.piece };
+      } else {
+        out.push({ kind: "assistant", id: null, text: ev.piece, streaming: true, stop: null });
+      }
+      return out;
+    }
+    case "tool_call_started":
+      if (i >= 0) out[i] = { ...(out[i] as Extract<Item, { kind: "assistant" }>), streaming: false };
+      out.push({
+        kind: "tool",
+        callId: ev.call_id,
+        name: ev.name,
+        arguments: ev.arguments,
+        result: null,
+        ok: null,
+      });
+      return out;
+    case "tool_call_finished":
+      return out.map((it) =>
+        it.kind === "tool" && it.callId === ev.call_id ? { ...it, result: ev.result, ok: ev.ok } : it,
+      );
+    case "attachment":
+      out.push({ kind: "attachment", name: ev.name, image: ev.image });
+      return out;
+    case "notice":
+      out.push({ kind: "notice", text: ev.text });
+      return out;
+    case "turn_end": {
+      const stop = stopReason(ev.reason);
+      if (i >= 0) {
+        out[i] = { ...(out[i] as Extract<Item, { kind: "assistant" }>), streaming: false, stop, id: ev.message };
+      } else if (stop) {
+        out.push({ kind: "notice", text: stop });
+      }
+      return out;
+    }
+    case "stray_end":
+      if (i >= 0) out[i] = { ...(out[i] as Extract<Item, { kind: "assistant" }>), streaming: false };
+      out.push({ kind: "stray", unintended: ev.unintended });
+      return out;
+    case "error":
+      if (i >= 0) out[i] = { ...(out[i] as Extract<Item, { kind: "assistant" }>), streaming: false };
+      out.push({ kind: "error", text: ev.message });
+      return out;
+  }
+}
+
+/** Whether a turn is still going (its reply has not ended). */
+export function isBusy(items: Item[]): boolean {
+  return lastStreaming(items) >= 0 || items.some((it) => it.kind === "tool" && it.ok === null);
+}

@@ -1,0 +1,30 @@
+import { describe, expect, it } from "vitest";
+import type { NightView } from "../types";
+import { nightStats } from "./nightStats";
+
+const night = (id: number, report: NightView["report"]): NightView => ({
+  id,
+  started_ms: 0,
+  finished_ms: 1,
+  status: "done",
+  stage: "deploy",
+  report,
+});
+
+describe("night stats", () => {
+  it("averages each loss term per night and skips nights that never judged", () => {
+    const s = nightStats([
+      night(1, {
+        summary: { tasks: 2, mean_reward: 0.5, mean_predicted: 0.4, mean_abs_prediction_error: 0.1 },
+        train: { steps: 2, tokens: 10, losses: [{ total: 1, oapl: 0.5, env: 0.3, user: 0.2 }, { total: 3, oapl: 1.5, env: 0.7, user: 0.8 }] },
+      }),
+      night(2, { cancelled: true }),
+      night(3, { summary: { tasks: 0, mean_reward: null, mean_predicted: null, mean_abs_prediction_error: null } }),
+    ]);
+    expect(s.labels).toEqual(["#1", "#3"]);
+    expect(s.meanReward).toEqual([0.5, null]);
+    expect(s.loss.total).toEqual([2, null]);
+    expect(s.loss.oapl).toEqual([1, null]);
+    expect(s.predictionError).toEqual([0.1, null]);
+  });
+});

@@ -1,0 +1,27 @@
+// Per-night figures for the reviewer's charts; pure, unit-tested.
+import type { Loss, NightView } from "../types";
+
+export interface NightStats {
+  labels: string[];
+  meanReward: (number | null)[];
+  predictionError: (number | null)[];
+  loss: Record<keyof Loss, (number | null)[]>;
+}
+
+function mean(xs: number[]): number | null {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
+}
+
+export function nightStats(nights: NightView[]): NightStats {
+  const done = nights.filter((n) => n.report.summary || n.report.train);
+  const terms: (keyof Loss)[] = ["total", "oapl", "env", "user"];
+  const loss = Object.fromEntries(
+    terms.map((t) => [t, done.map((n) => mean((n.report.train?.losses ?? []).map((l) => l[t])))]),
+  ) as NightStats["loss"];
+  return {
+    labels: done.map((n) => `#${n.id}`),
+    meanReward: done.map((n) => n.report.summary?.mean_reward ?? null),
+    predictionError: done.map((n) => n.report.summary?.mean_abs_prediction_error ?? null),
+    loss,
+  };
+}

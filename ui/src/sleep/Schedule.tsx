@@ -1,0 +1,38 @@
+import { useEffect, useState } from "react";
+import { api, errorText } from "../ipc";
+import type { Settings } from "../types";
+
+/** When the night starts by itself: a time of day, or after a while idle. */
+export function Schedule() {
+  const [s, setS] = useState<Settings | null>(null);
+  const [status, setStatus] = useState<string | null>(null);
+  useEffect(() => {
+    api.getSettings().then(setS).catch((e) => setStatus(errorText(e)));
+  }, []);
+  if (!s) return null;
+  const save = (next: Settings) =>
+    api
+      .setSettings(next)
+      .then(() => {
+        setS(next);
+        setStatus("Saved.");
+      })
+      .catch((e) => setStatus(errorText(e)));
+  return (
+    <div className="schedule">
+      <h3>Schedule</h3>
+      <label>
+        <input type="checkbox" aria-label="Sleep at a set time" checked={s.sleep_at != null} onChange={(e) => void save({ ...s, sleep_at: e.target.checked ? "02:00" : null })} />
+        Sleep every night at
+        <input type="time" aria-label="Sleep time" disabled={s.sleep_at == null} value={s.sleep_at ?? "02:00"} onChange={(e) => void save({ ...s, sleep_at: e.target.value })} />
+      </label>
+      <label>
+        <input type="checkbox" aria-label="Sleep when idle" checked={s.idle_minutes != null} onChange={(e) => void save({ ...s, idle_minutes: e.target.checked ? 60 : null })} />
+        Sleep after
+        <input type="number" min={1} aria-label="Idle minutes" disabled={s.idle_minutes == null} value={s.idle_minutes ?? 60} onChange={(e) => void save({ ...s, idle_minutes: Number(e.target.value) })} />
+        minutes without a message (only when there is something new)
+      </label>
+      {status && <p className="muted">{status}</p>}
+    </div>
+  );
+}

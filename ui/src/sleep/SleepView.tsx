@@ -1,0 +1,197 @@
+import { useCallback, useEffect, useState } from "react";
+import { LineChart } from "../charts";
+import { clock, duration, percent } from "../format";
+import { api, errorText } from "../ipc";
+import type { CheckpointView, SleepEstimate, SleepEvent } from "../types";
+import { applySleepEvent, fractionDone, idle, startProgress, STAGES, type SleepProgress } from "./sleepStore";
+import { MoonIcon } from "../icons";
+import { Schedule } from "./Schedule";
+
+export function SleepView({ onAwake }: { onAwake: () => void }) {
+  const [progress, setProgress] = useState<SleepProgress>(idle);
+  const [estimate, setEstimate] = useState<SleepEstimate | null>(null);
+  const [confirming, setConfirming] = useState(false);
+  const [checkpoints, setCheckpoints] = useState<CheckpointView[]>([]);
+  const [problem, setProblem] = useState<string | null>(null);
+
+  const onEvent = useCallback(
+    (ev: SleepEvent) => {
+      setProgress((p) => applySleepEvent(p, ev));
+      if (ev.kind !== "progress") {
+        onAwake();
+        void api.listCheckpoints().then(setCheckpoints);
+      }
+    },
+    [onAwake],
+  );
+
+  useEffect(() => {
+    api.listCheckpoints().then(setCheckpoints).catch((e) => setProblem(errorText(e)));
+    // Follow a night that is already running (started by the schedule, say).
+    api
+      .watchSleep((ev) => setProgress((p) => applySleepEvent(p.running || p.outcome ? p : startProgress(), ev)))
+      .then((running) => {
+        if (!running) setProgress(idle);
+      })
+      .catch((e) => setProblem(errorText(e)));
+  }, []);
+
+  const ask = async () => {
+    setProblem(null);
+    try {
+      setEstimate(await api.sleepEstimate());
+      setConfirming(true);
+    } catch (e) {
+      setProblem(errorText(e));
+    }
+  };
+
+  const start = async () => {
+    setConfirming(false);
+    setProgress(startProgress());
+    try {
+      await api.startSleep(onEvent);
+    } catch (e) {
+      setProgress(idle);
+      setProblem(errorText(e));
+    }
+  };
+
+  const rollback = async (id: number) => {
+    try {
+      await api.rollbackCheckpoint(id);
+      setCheckpoints(await api.listCheckpoints());
+      onAwake();
+    } catch (e) {
+      setProblem(errorText(e));
+    }
+  };
+
+  const o = progress.outcome;
+  return (
+    <div className="sleep">
+      {problem && <div className="error" role="alert">{problem}</div>}
+      {!progress.running && (
+        <div className="sleep-start">
+          <button className="sleep-button" onClick={() => void ask()}>
+            <MoonIcon size={20} /> Sleep
+          </button>
+          <p className="muted">The agent judges its day, learns from it, and wakes up on the new model only if it is not worse.</p>
+        </div>
+      )}
+      {confirming && estimate && (
+        <div className="modal" role="dialog" aria-label="Start the night">
+          <div className="modal-body">
+            <h3>Sleep now?</h3>
+            <p>
+              The agent will judge <strong>{estimate.messages}</strong> messages from <strong>{estimate.channels}</strong> channels with its own model, predict what it
+              expected, train a LoRA on the difference, merge and export it, and check it against the current model.
+            </p>
+            <p>
+              This takes roughly <strong>{duration(estimate.seconds)}</strong>. Chat waits until it is done; messages sent meanwhile are answered in the morning. If
+              the new model is worse, the current one stays.
+            </p>
+            <div className="row">
+              <button onClick={() => void start()}>Sleep</button>
+              <button className="secondary" onClick={() => setConfirming(false)}>Not now</button>
+            </div>
+          </div>
+        </div>
+      )}
+      {progress.running && (
+        <div className="sleep-progress" data-testid="sleep-progress">
+          <h2>Sleeping… {percent(fractionDone(progress))}</h2>
+          <progress max={1} value={fractionDone(progress)} />
+          <ol className="stages">
+            {STAGES.map((s) => (
+              <li key={s} className={progress.done[s] !== undefined ? "done" : progress.stage === s ? "current" : ""}>
+                {s}
+                {progress.done[s] !== undefined && <span className="muted"> {duration(progress.done[s] as number)}</span>}
+                {progress.stage === s && progress.item && (
+                  <span className="muted"> {progress.item.index + 1}/{progress.item.count} {progress.item.label}</span>
+                )}
+              </li>
+            ))}
+          </ol>
+          {progress.steps.length > 0 && (
+            <div className="train-figs" data-testid="train-figs">
+              step {progress.steps.length}/{progress.totalSteps} · {progress.tokensPerS?.toFixed(1)} tok/s · about {duration(progress.etaS ?? NaN)} left
+            </div>
+          )}
+          <LineChart
+            title="Training loss"
+            testId="live-loss"
+            series={[
+              { name: "total", values: progress.steps.map((s) => s.loss), colour: "#8b949e" },
+              { name: "OAPL", values: progress.steps.map((s) => s.oapl), colour: "#1f6feb" },
+              { name: "ECHO env", values: progress.steps.map((s) => s.env), colour: "#a371f7" },
+            ]}
+          />
+          <button className="danger" onClick={() => void api.cancelSleep().catch((e) => setProblem(errorText(e)))}>Cancel (keep the current model)</button>
+        </div>
+      )}
+      {o && (
+        <div className={`morning ${o.kind}`} data-testid="morning-summary">
+          <h2>Good morning</h2>
+          {o.kind === "failed" ? (
+            <p className="error">The night stopped: {o.message}. The current model is kept.</p>
+          ) : (
+            <>
+              <p>
+                {o.deployed ? (
+                  <>Deployed a new checkpoint: <code>{o.deployed}</code></>
+                ) : (
+                  <>Kept the current model: {o.keptReason}</>
+                )}
+              </p>
+              <table>
+                <tbody>
+                  <tr><th>sub-tasks judged</th><td>{o.report.summary?.tasks ?? 0}</td></tr>
+                  <tr><th>mean reward</th><td>{percent(o.report.summary?.mean_reward)}</td></tr>
+                  <tr><th>mean predicted</th><td>{percent(o.report.summary?.mean_predicted)}</td></tr>
+                  <tr><th>training steps</th><td>{o.report.train?.steps ?? 0}</td></tr>
+                  <tr>
+                    <th>perplexity on the sanity text</th>
+                    <td>
+                      {o.report.verify?.perplexity_before?.toFixed(2) ?? "–"} → {o.report.verify?.perplexity_after?.toFixed(2) ?? "–"}
+                    </td>
+                  </tr>
+                </tbody>
+              </table>
+              {progress.notes.length > 0 && (
+                <details>
+                  <summary>{progress.notes.length} notes</summary>
+                  <ul>{progress.notes.map((n, i) => <li key={i}>{n}</li>)}</ul>
+                </details>
+              )}
+            </>
+          )}
+        </div>
+      )}
+      <h3>Checkpoints</h3>
+      <table className="checkpoints">
+        <tbody>
+          {checkpoints.map((c) => (
+            <tr key={c.id} className={c.active ? "active" : ""}>
+              <td>{c.active ? "●" : ""}</td>
+              <td>#{c.id}</td>
+              <td>{c.night != null ? `night ${c.night}` : "base"}</td>
+              <td>{clock(c.created_ms)}</td>
+              <td className="path">{c.path}</td>
+              <td>
+                {!c.active && c.exists && !progress.running && (
+                  <button className="secondary" onClick={() => void rollback(c.id)}>Use this one</button>
+                )}
+                {!c.exists && <span className="muted">file gone</span>}
+              </td>
+            </tr>
+          ))}
+          {checkpoints.length === 0 && (
+            <tr><td className="muted">No checkpoints yet: the first night keeps the model you started with as checkpoint 1.</td></tr>
+          )}
+        </tbody>
+      </table>
+      <Schedule />
+    </div>
+  );
+}

@@ -1,0 +1,250 @@
+// Mirrors of what the Rust commands send (src-tauri/src/*.rs).
+
+export type StopReason =
+  | "end_of_turn"
+  | "max_tokens"
+  | "cancelled"
+  | "stalled"
+  | "context_full"
+  | "tool_limit";
+
+export type ChatEvent =
+  | { type: "token"; channel: number; id: number; piece: string; logprob: number }
+  | { type: "tool_call_started"; channel: number; call_id: string; name: string; arguments: string }
+  | { type: "tool_call_finished"; channel: number; call_id: string; ok: boolean; result: string }
+  | { type: "attachment"; channel: number; blob: string; name: string; image: boolean }
+  | { type: "notice"; channel: number; text: string }
+  | { type: "turn_end"; channel: number; message: number | null; reason: StopReason }
+  | { type: "stray_end"; channel: number; message: number; unintended: boolean }
+  | { type: "error"; channel: number; message: string };
+
+export interface ChannelView {
+  id: number;
+  name: string;
+  created_ms: number;
+  workspace: string;
+}
+
+export interface ToolCallView {
+  call_id: string;
+  name: string;
+  arguments: string;
+  result: string | null;
+  ok: boolean | null;
+}
+
+export type MessageRole = "system" | "user" | "assistant" | "tool";
+
+export interface MessageView {
+  id: number;
+  role: MessageRole;
+  text: string;
+  created_ms: number;
+  tool_calls: ToolCallView[];
+  stray_end: boolean;
+}
+
+export interface SystemPromptView {
+  prompt: string;
+  default_prompt: string;
+  agent_section: string;
+}
+
+export interface ModelView {
+  path: string;
+  name: string;
+  architecture: string;
+  file_size: number;
+  n_params: number;
+  n_ctx_train: number;
+}
+
+export interface AppStatus {
+  version: string;
+  home: string;
+  model_path: string | null;
+  model: ModelView | null;
+  sleeping: boolean;
+  default_model: string;
+}
+
+export type FetchEvent =
+  | { kind: "download"; index: number; count: number; package: string }
+  | { kind: "assemble"; written: number; total: number }
+  | { kind: "verify" }
+  | { kind: "done"; path: string }
+  | { kind: "failed"; message: string };
+
+export interface ModelChoice {
+  path: string;
+  label: string;
+  active: boolean;
+}
+
+export interface SamplingParams {
+  temperature: number;
+  top_p: number;
+  top_k: number;
+  seed: number;
+  max_tokens: number;
+}
+
+export interface Settings {
+  sampling: SamplingParams;
+  tools: boolean;
+  max_tool_calls: number;
+  sleep_at: string | null;
+  idle_minutes: number | null;
+  theme: "light" | "dark" | "system";
+}
+
+export interface HealthView {
+  report: string;
+  model: ModelView | null;
+  sleeping: boolean;
+}
+
+export interface SavedAttachment {
+  path: string;
+  bytes: number;
+}
+
+export interface SubTaskView {
+  night: number;
+  description: string;
+  first_message: number;
+  last_message: number;
+  turns: number;
+  reward: number;
+  predicted_reward: number | null;
+  predicted_turns: number | null;
+  advantage: number | null;
+  understanding: number | null;
+  reason: string;
+}
+
+export interface EpisodeSummary {
+  channel: number;
+  channel_name: string;
+  day: string;
+  first_message: number;
+  last_message: number;
+  messages: number;
+  subtasks: number;
+  mean_reward: number | null;
+  mean_advantage: number | null;
+  reward_override: number | null;
+  excluded: boolean;
+}
+
+export type TokenRole = "context" | "action" | "env" | "user" | "warning";
+
+export interface TokenView {
+  piece: string;
+  role: TokenRole;
+  advantage: number | null;
+}
+
+export interface EpisodeMessage {
+  id: number;
+  role: MessageRole;
+  text: string;
+  created_ms: number;
+  tokens: TokenView[];
+}
+
+export interface EpisodeView {
+  channel: number;
+  messages: EpisodeMessage[];
+  subtasks: SubTaskView[];
+  token_text: boolean;
+}
+
+export interface Loss {
+  total: number;
+  oapl: number;
+  env: number;
+  user: number;
+}
+
+export interface NightReport {
+  summary?: {
+    tasks: number;
+    mean_reward: number | null;
+    mean_predicted: number | null;
+    mean_abs_prediction_error: number | null;
+  };
+  counts?: { messages: number; channels: number };
+  seconds?: Record<string, number>;
+  train?: { steps: number; losses: Loss[]; tokens: number };
+  verify?: { ok: boolean; why?: string; perplexity_before?: number; perplexity_after?: number };
+  deploy?: { checkpoint?: number; path?: string; kept?: string };
+  notes?: { stage: string; message: string }[];
+  cancelled?: boolean;
+  error?: string;
+}
+
+export interface NightView {
+  id: number;
+  started_ms: number;
+  finished_ms: number | null;
+  status: "running" | "done" | "failed" | "cancelled" | string;
+  stage: string;
+  report: NightReport;
+}
+
+export type Stage =
+  | "collect"
+  | "judge"
+  | "predict"
+  | "understand"
+  | "advantage"
+  | "train"
+  | "export"
+  | "verify"
+  | "deploy";
+
+export type NightEvent =
+  | { type: "stage_started"; stage: Stage }
+  | { type: "item"; stage: Stage; index: number; count: number; label: string }
+  | {
+      type: "train_step";
+      step: number;
+      total: number;
+      loss: number;
+      oapl: number;
+      env: number;
+      user: number;
+      tokens_per_s: number;
+      eta_s: number;
+    }
+  | { type: "note"; stage: Stage; message: string }
+  | { type: "stage_finished"; stage: Stage; seconds: number };
+
+export type SleepEvent =
+  | { kind: "progress"; event: NightEvent }
+  | {
+      kind: "finished";
+      night: number;
+      deployed: string | null;
+      kept_reason: string | null;
+      report: NightReport;
+    }
+  | { kind: "failed"; message: string };
+
+export interface SleepEstimate {
+  messages: number;
+  channels: number;
+  seconds: number;
+  model: string | null;
+  running: boolean;
+}
+
+export interface CheckpointView {
+  id: number;
+  path: string;
+  night: number | null;
+  created_ms: number;
+  active: boolean;
+  exists: boolean;
+}

@@ -1,0 +1,200 @@
+import { expect, test, type Page } from "@playwright/test";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const shots = path.join(here, "..", "screenshots");
+const mock = path.join(here, "mock-backend.js");
+
+async function open(page: Page, opts: { noModel?: boolean; pauseSleep?: boolean } = {}) {
+  await page.addInitScript((o) => {
+    const w = window as unknown as Record<string, unknown>;
+    if (o.noModel) w.__REVERIE_NO_MODEL__ = true;
+    if (o.pauseSleep) w.__REVERIE_SLEEP_PAUSED__ = true;
+  }, opts);
+  await page.addInitScript({ path: mock });
+  await page.goto("/");
+}
+
+const calls = (page: Page) =>
+  page.evaluate(() => (window as unknown as { __REVERIE_MOCK__: { calls: { cmd: string; args: unknown }[] } }).__REVERIE_MOCK__.calls);
+
+test("chat: history with a collapsed tool card, then a streamed reply with a live tool card", async ({ page }) => {
+  await open(page);
+  await expect(page.getByTestId("assistant-message").last()).toContainText("buy milk and water the plants");
+  const card = page.getByTestId("tool-card").first();
+  await expect(card).toHaveAttribute("data-status", "ok");
+  await expect(card.getByTestId("tool-result")).toHaveCount(0);
+  await card.getByRole("button").click();
+  await expect(card.getByTestId("tool-result")).toContainText("water the plants");
+
+  await page.getByLabel("Message").fill("Please read my notes file");
+  await page.getByLabel("Message").press("Enter");
+  await expect(page.getByTestId("user-message").last()).toContainText("read my notes file");
+  const live = page.getByTestId("tool-card").last();
+  await expect(live).toHaveAttribute("data-status", "running");
+  await expect(live).toHaveAttribute("data-status", "ok");
+  await expect(page.getByTestId("assistant-message").last()).toContainText("ship the reviewer");
+  await expect(page.getByRole("button", { name: "Send" })).toBeVisible();
+  await page.screenshot({ path: path.join(shots, "chat.png") });
+});
+
+test("chat: Shift+Enter is a new line, Stop and Esc end a reply", async ({ page }) => {
+  await open(page);
+  const box = page.getByLabel("Message");
+  await box.fill("first line");
+  await box.press("Shift+Enter");
+  await box.type("slow second line");
+  await expect(box).toHaveValue("first line\nslow second line");
+  await box.press("Enter");
+  await expect(page.getByRole("button", { name: "Stop" })).toBeVisible();
+  await page.getByRole("button", { name: "Stop" }).click();
+  await expect(page.getByTestId("assistant-message").last()).toContainText("[stopped]");
+
+  await box.fill("slow again");
+  await box.press("Enter");
+  await expect(page.getByRole("button", { name: "Stop" })).toBeVisible();
+  await box.press("Escape");
+  await expect(page.getByTestId("assistant-message").last()).toContainText("[stopped]");
+  expect((await calls(page)).filter((c) => c.cmd === "stop_generation")).toHaveLength(2);
+});
+
+test("chat: regenerate and edit-and-rerun", async ({ page }) => {
+  await open(page);
+  await page.getByTitle("Answer the last message again").click();
+  await expect(page.getByTestId("assistant-message").last()).toContainText("ship the reviewer");
+  expect((await calls(page)).some((c) => c.cmd === "regenerate")).toBe(true);
+
+  await page.getByTestId("user-message").first().getByRole("button", { name: "edit" }).click();
+  await page.getByLabel("Edit message").fill("What is in plans.txt?");
+  await page.getByRole("button", { name: "Save and re-run" }).click();
+  await expect(page.getByTestId("user-message")).toHaveCount(1);
+  await expect(page.getByTestId("user-message").first()).toContainText("plans.txt");
+  const edit = (await calls(page)).find((c) => c.cmd === "edit_message");
+  expect(edit?.args).toMatchObject({ name: "general", message: 2, text: "What is in plans.txt?" });
+});
+
+test("chat: attachments by picker and the webcam, then sent with the message", async ({ page }) => {
+  await open(page);
+  await page.getByTestId("file-input").setInputFiles({ name: "report.pdf", mimeType: "application/pdf", buffer: Buffer.from("%PDF-1.4 test") });
+  await expect(page.getByText("attachments/report.pdf")).toBeVisible();
+  await page.getByRole("button", { name: "Webcam" }).click();
+  const video = page.getByTestId("webcam-preview");
+  await expect(video).toBeVisible();
+  await page.waitForFunction(() => (document.querySelector("video") as HTMLVideoElement | null)?.videoWidth ?? 0 > 0);
+  await page.getByRole("button", { name: "Capture" }).click();
+  await expect(page.getByText(/attachments\/webcam-\d+\.png/)).toBeVisible();
+  await page.getByLabel("Message").fill("look at these");
+  await page.getByRole("button", { name: "Send" }).click();
+  const sent = (await calls(page)).find((c) => c.cmd === "send_message")?.args as { text: string };
+  expect(sent.text).toContain("[attached: attachments/report.pdf]");
+  expect(sent.text).toMatch(/\[attached: attachments\/webcam-\d+\.png\]/);
+  const saved = (await calls(page)).filter((c) => c.cmd === "save_attachment");
+  expect(saved).toHaveLength(2);
+});
+
+test("channels: create, search, rename, delete; system prompt with the agent's section", async ({ page }) => {
+  await open(page);
+  await page.getByLabel("New channel").fill("research");
+  await page.getByLabel("New channel").press("Enter");
+  await expect(page.getByRole("heading", { name: "# research" })).toBeVisible();
+  await page.getByLabel("Search channels").fill("led");
+  await expect(page.locator(".channels li")).toHaveCount(1);
+  await page.getByLabel("Search channels").fill("");
+  await page.getByLabel("Rename research").click();
+  await page.getByLabel("New name").fill("papers");
+  await page.getByLabel("New name").press("Enter");
+  await expect(page.getByRole("heading", { name: "# papers" })).toBeVisible();
+  page.once("dialog", (d) => void d.accept());
+  await page.getByLabel("Delete papers").click();
+  await expect(page.getByRole("button", { name: "# papers" })).toHaveCount(0);
+
+  await page.getByRole("button", { name: "System prompt" }).click();
+  await expect(page.getByTestId("agent-section")).toHaveValue("- the user prefers short answers");
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(page.getByText("Saved.")).toBeVisible();
+});
+
+test("reviewer: sub-tasks with their figures, token colours by role, overrides stored", async ({ page }) => {
+  await open(page);
+  await page.getByRole("button", { name: "Reviewer" }).click();
+  await expect(page.getByTestId("reward-chart").locator("path")).toHaveCount(2);
+  await expect(page.getByTestId("loss-chart").locator("path")).toHaveCount(4);
+  await page.getByLabel("Filter by advantage").selectOption("negative");
+  await expect(page.getByTestId("episode")).toHaveCount(1);
+  await page.getByLabel("Filter by advantage").selectOption("any");
+  await page.getByTestId("episode").first().click();
+  const sub = page.getByTestId("subtask");
+  await expect(sub).toContainText("Read todo.txt and summarise it");
+  await expect(sub).toContainText("reward 90%");
+  await expect(sub).toContainText("predicted 70%");
+  await expect(sub).toContainText("advantage +0.20");
+  await page.screenshot({ path: path.join(shots, "reviewer.png") });
+
+  await page.getByRole("button", { name: "Tokens" }).click();
+  const action = page.locator('[data-role="action"]').first();
+  const env = page.locator('[data-role="env"]').first();
+  const colour = (l: typeof action) => l.evaluate((e) => getComputedStyle(e).color);
+  expect(await colour(action)).not.toBe(await colour(env));
+  const negative = page.locator('[data-role="action"]').last();
+  expect(await negative.evaluate((e) => getComputedStyle(e).backgroundColor)).toMatch(/^rgba\(218, 54, 51/);
+  await expect(page.locator('[data-role="warning"]')).toHaveCount(1);
+  await page.screenshot({ path: path.join(shots, "tokens.png") });
+
+  await page.getByLabel("Reward override").fill("0.3");
+  await page.getByLabel("Exclude from training").check();
+  const marks = (await calls(page)).filter((c) => c.cmd === "set_review_mark").map((c) => c.args);
+  expect(marks.at(-1)).toEqual({ channel: 1, firstMessage: 1, lastMessage: 5, reward: 0.3, excluded: true });
+});
+
+test("sleep: confirmation, live progress with a loss chart, morning summary, rollback", async ({ page }) => {
+  await open(page, { pauseSleep: true });
+  await page.getByRole("button", { name: "Sleep" }).first().click();
+  await page.locator(".sleep-button").click();
+  const dialog = page.getByRole("dialog", { name: "Start the night" });
+  await expect(dialog).toContainText("12");
+  await expect(dialog).toContainText("2 min 44 s");
+  await dialog.getByRole("button", { name: "Sleep" }).click();
+  const progress = page.getByTestId("sleep-progress");
+  await expect(progress).toBeVisible();
+  await expect(page.getByTestId("train-figs")).toContainText("step 8/8");
+  await expect(page.getByTestId("train-figs")).toContainText("42.5 tok/s");
+  await expect(page.getByTestId("live-loss").locator("path")).toHaveCount(3);
+  await expect(progress.locator(".stages li.done")).toHaveCount(5);
+  await page.screenshot({ path: path.join(shots, "sleep-progress.png") });
+  await page.evaluate(() => (window as unknown as { __REVERIE_RESUME_SLEEP__: () => void }).__REVERIE_RESUME_SLEEP__());
+  const summary = page.getByTestId("morning-summary");
+  await expect(summary).toContainText("Deployed a new checkpoint");
+  await expect(summary).toContainText("41.60 → 41.20");
+  await page.screenshot({ path: path.join(shots, "sleep-summary.png") });
+  await page.getByRole("row", { name: /#1/ }).getByRole("button", { name: "Use this one" }).click();
+  await expect(page.getByRole("row", { name: /#1/ })).toHaveClass(/active/);
+  await page.getByLabel("Sleep when idle").check();
+  await expect(page.getByLabel("Idle minutes")).toHaveValue("60");
+  const saved = (await calls(page)).filter((c) => c.cmd === "set_settings").at(-1)?.args as { settings: { idle_minutes: number } };
+  expect(saved.settings.idle_minutes).toBe(60);
+});
+
+test("first run: fetch the default model with a progress bar, then chat", async ({ page }) => {
+  await open(page, { noModel: true });
+  await expect(page.getByRole("heading", { name: "Welcome to Reverie" })).toBeVisible();
+  await page.getByLabel("GGUF file").fill("/tmp/not-a-model.txt");
+  await page.getByRole("button", { name: "Use it" }).click();
+  await expect(page.getByRole("alert")).toContainText("not a file");
+  await page.getByRole("button", { name: /Fetch Qwen2.5/ }).click();
+  await expect(page.getByTestId("fetch-progress")).toBeVisible();
+  await expect(page.getByRole("button", { name: "Chat" })).toBeVisible({ timeout: 10_000 });
+});
+
+test("settings: dark theme, sampling, model choice, health", async ({ page }) => {
+  await open(page);
+  await page.getByRole("button", { name: "Settings" }).click();
+  await expect(page.getByTestId("health")).toContainText("memory");
+  await page.getByLabel("Theme").selectOption("dark");
+  await expect(page.locator("html")).toHaveAttribute("data-theme", "dark");
+  await page.getByLabel("GGUF file").fill("/models/other.gguf");
+  await page.getByRole("button", { name: "Use this GGUF" }).click();
+  await expect(page.getByRole("status")).toContainText("Now running Custom");
+  await page.getByRole("button", { name: "Chat" }).click();
+  await page.screenshot({ path: path.join(shots, "chat-dark.png") });
+});

@@ -177,6 +177,7 @@ export interface NightReport {
   counts?: { messages: number; channels: number };
   seconds?: Record<string, number>;
   train?: { steps: number; losses: Loss[]; tokens: number };
+  advantages?: (number | null)[];
   verify?: { ok: boolean; why?: string; perplexity_before?: number; perplexity_after?: number };
   deploy?: { checkpoint?: number; path?: string; kept?: string };
   notes?: { stage: string; message: string }[];

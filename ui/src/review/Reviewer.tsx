@@ -121,12 +121,13 @@ export function Reviewer() {
         {problem && <div className="error" role="alert">{problem}</div>}
         <div className="charts">
           <LineChart
-            title="Mean reward and prediction error per night"
+            title="Reward, prediction error and advantage per night"
             labels={stats.labels}
             testId="reward-chart"
             series={[
               { name: "reward", values: stats.meanReward, colour: "#2ea043" },
               { name: "|predicted − actual|", values: stats.predictionError, colour: "#d29922" },
+              { name: "mean advantage", values: stats.meanAdvantage, colour: "#1f6feb" },
             ]}
           />
           <LineChart

@@ -16,6 +16,7 @@ describe("night stats", () => {
     const s = nightStats([
       night(1, {
         summary: { tasks: 2, mean_reward: 0.5, mean_predicted: 0.4, mean_abs_prediction_error: 0.1 },
+        advantages: [0.3, null, -0.1],
         train: { steps: 2, tokens: 10, losses: [{ total: 1, oapl: 0.5, env: 0.3, user: 0.2 }, { total: 3, oapl: 1.5, env: 0.7, user: 0.8 }] },
       }),
       night(2, { cancelled: true }),
@@ -26,5 +27,7 @@ describe("night stats", () => {
     expect(s.loss.total).toEqual([2, null]);
     expect(s.loss.oapl).toEqual([1, null]);
     expect(s.predictionError).toEqual([0.1, null]);
+    expect(s.meanAdvantage[0]).toBeCloseTo(0.1);
+    expect(s.meanAdvantage[1]).toBeNull();
   });
 });

@@ -5,6 +5,8 @@ export interface NightStats {
   labels: string[];
   meanReward: (number | null)[];
   predictionError: (number | null)[];
+  /** Mean advantage of the night's sub-tasks (how much better than expected). */
+  meanAdvantage: (number | null)[];
   loss: Record<keyof Loss, (number | null)[]>;
 }
 
@@ -22,6 +24,7 @@ export function nightStats(nights: NightView[]): NightStats {
     labels: done.map((n) => `#${n.id}`),
     meanReward: done.map((n) => n.report.summary?.mean_reward ?? null),
     predictionError: done.map((n) => n.report.summary?.mean_abs_prediction_error ?? null),
+    meanAdvantage: done.map((n) => mean((n.report.advantages ?? []).filter((a): a is number => a != null))),
     loss,
   };
 }

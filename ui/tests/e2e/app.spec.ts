@@ -93,6 +93,23 @@ test("chat: attachments by picker and the webcam, then sent with the message", a
   expect(saved).toHaveLength(2);
 });
 
+test("chat: files dropped on the chat are attached", async ({ page }) => {
+  await open(page);
+  const drop = await page.evaluateHandle(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(["a,b\n1,2\n"], "table.csv", { type: "text/csv" }));
+    return dt;
+  });
+  await page.locator("section.chat").dispatchEvent("dragover", { dataTransfer: drop });
+  await expect(page.locator("section.chat")).toHaveClass(/dragging/);
+  await page.locator("section.chat").dispatchEvent("drop", { dataTransfer: drop });
+  await expect(page.getByText("attachments/table.csv")).toBeVisible();
+  await expect(page.locator("section.chat")).not.toHaveClass(/dragging/);
+  const saved = (await calls(page)).find((c) => c.cmd === "save_attachment")?.args as { fileName: string; dataBase64: string };
+  expect(saved.fileName).toBe("table.csv");
+  expect(Buffer.from(saved.dataBase64, "base64").toString()).toBe("a,b\n1,2\n");
+});
+
 test("channels: create, search, rename, delete; system prompt with the agent's section", async ({ page }) => {
   await open(page);
   await page.getByLabel("New channel").fill("research");
@@ -118,7 +135,7 @@ test("channels: create, search, rename, delete; system prompt with the agent's s
 test("reviewer: sub-tasks with their figures, token colours by role, overrides stored", async ({ page }) => {
   await open(page);
   await page.getByRole("button", { name: "Reviewer" }).click();
-  await expect(page.getByTestId("reward-chart").locator("path")).toHaveCount(2);
+  await expect(page.getByTestId("reward-chart").locator("path")).toHaveCount(3);
   await expect(page.getByTestId("loss-chart").locator("path")).toHaveCount(4);
   await page.getByLabel("Filter by advantage").selectOption("negative");
   await expect(page.getByTestId("episode")).toHaveCount(1);

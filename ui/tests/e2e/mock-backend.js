@@ -39,6 +39,7 @@
         id: 1, started_ms: now - 2 * 86400000, finished_ms: now - 2 * 86400000 + 60000, status: "done", stage: "deploy",
         report: {
           summary: { tasks: 3, mean_reward: 0.55, mean_predicted: 0.7, mean_abs_prediction_error: 0.25 },
+          advantages: [-0.3, -0.1, 0.05],
           train: { steps: 3, tokens: 2400, losses: [{ total: 1.9, oapl: 1.5, env: 0.3, user: 0.1 }, { total: 1.4, oapl: 1.1, env: 0.2, user: 0.1 }] },
           verify: { ok: true, perplexity_before: 41.7, perplexity_after: 41.8 },
           deploy: { checkpoint: 2, path: "/ckpt/night-1/model-q8_0.gguf" },
@@ -48,6 +49,7 @@
         id: 2, started_ms: now - 86400000, finished_ms: now - 86400000 + 90000, status: "done", stage: "deploy",
         report: {
           summary: { tasks: 4, mean_reward: 0.72, mean_predicted: 0.66, mean_abs_prediction_error: 0.12 },
+          advantages: [0.2, 0.1, -0.05, 0.04],
           train: { steps: 4, tokens: 3100, losses: [{ total: 1.2, oapl: 0.9, env: 0.2, user: 0.1 }, { total: 0.9, oapl: 0.7, env: 0.15, user: 0.05 }] },
           verify: { ok: true, perplexity_before: 41.8, perplexity_after: 41.6 },
           deploy: { checkpoint: 3, path: "/ckpt/night-2/model-q8_0.gguf" },

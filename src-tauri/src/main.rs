@@ -70,6 +70,15 @@ fn main() -> ExitCode {
         }
     };
     sleep::spawn_scheduler(app.clone());
+    // Load the model while the window opens, so the first reply does not wait.
+    let preload = app.clone();
+    std::thread::spawn(move || {
+        if preload.model_path().is_some() {
+            if let Err(e) = preload.runtime() {
+                tracing::warn!("the model did not load: {e:#}");
+            }
+        }
+    });
     let built = tauri::Builder::default()
         .manage(app)
         .invoke_handler(tauri::generate_handler![

@@ -7,6 +7,7 @@
 //! print exactly one JSON object on stdout.
 
 mod bench;
+mod bench_nights;
 mod bench_train;
 mod channel_cmd;
 mod chat;
@@ -15,6 +16,7 @@ mod export;
 mod model_cmd;
 mod night_cmd;
 mod output;
+mod practice_cmd;
 mod tool_cmd;
 mod train_cmd;
 
@@ -72,6 +74,10 @@ enum Command {
     Undo(tool_cmd::HistoryArgs),
     /// Redo the file change undone last.
     Redo(tool_cmd::HistoryArgs),
+    /// Practise a task family whose answers a program checks (trained on by the next night).
+    Practice(practice_cmd::PracticeArgs),
+    /// Success rate of the active model on fresh tasks of a family (fixed seed, never trained on).
+    Eval(practice_cmd::EvalArgs),
     /// Benchmarks against reference implementations.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -108,6 +114,8 @@ fn main() -> ExitCode {
         Command::Tool(a) => tool_cmd::tool(&home, a),
         Command::Undo(a) => tool_cmd::undo(&home, a),
         Command::Redo(a) => tool_cmd::redo(&home, a),
+        Command::Practice(a) => practice_cmd::practice(&home, a),
+        Command::Eval(a) => practice_cmd::eval(&home, a),
     };
     match result {
         Ok(code) => code,

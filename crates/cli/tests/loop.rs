@@ -340,3 +340,94 @@ fn chat_waits_while_a_night_runs_and_two_nights_do_not_overlap() {
     assert!(v["reply_tokens"].as_u64().unwrap() > 0);
     assert!(String::from_utf8_lossy(&out.stderr).contains("sleeping"));
 }
+
+/// Practice by day; the night rewards those episodes by their checks (no
+/// judge) and leaves eval episodes out.
+#[test]
+fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let m = home.join("base.gguf");
+    let m = m.to_str().unwrap();
+    assert!(
+        reverie(home, &["model", "synth", "--arch", "qwen2", "--out", m])
+            .status
+            .success()
+    );
+    assert!(reverie(home, &["model", "use", m]).status.success());
+    let tiny = ["--ctx", "4096", "--max-tool-calls", "1"];
+    let practice = last_json(&reverie(
+        home,
+        &[
+            &[
+                "practice",
+                "--family",
+                "arithmetic",
+                "--n",
+                "2",
+                "--seed",
+                "5",
+                "--json",
+            ][..],
+            &tiny[..],
+        ]
+        .concat(),
+    ));
+    assert_eq!(practice["kind"], "practice");
+    assert_eq!(practice["n"], 2);
+    assert_eq!(practice["difficulty"], 2, "the tasker starts at level 2");
+    let first = &practice["episodes"][0];
+    assert!(first["task"]["prompt"]
+        .as_str()
+        .unwrap()
+        .starts_with("Start with"));
+    assert!(first["verdict"]["why"].is_string());
+    let eval = last_json(&reverie(
+        home,
+        &[
+            &["eval", "--family", "units", "--n", "2", "--json"][..],
+            &tiny[..],
+        ]
+        .concat(),
+    ));
+    assert_eq!(eval["kind"], "eval");
+    assert!(eval["success_rate"].as_f64().unwrap() <= 1.0);
+    let refused = reverie(home, &["practice", "--family", "units", "--n", "1"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("held-out"));
+
+    let out = reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, 1000.0)],
+    );
+    let report = &last_json(&out)["report"];
+    let tasks = report["tasks"].as_array().unwrap();
+    let practised: Vec<_> = tasks
+        .iter()
+        .filter(|t| {
+            t["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("practice (arithmetic, level 2)")
+        })
+        .collect();
+    assert_eq!(practised.len(), 2, "{report}");
+    for t in &practised {
+        assert!(t["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("checked by program"));
+        assert!(t["reward"] == 0.0 || t["reward"] == 1.0);
+    }
+    assert!(
+        tasks
+            .iter()
+            .all(|t| !t["description"].as_str().unwrap().contains("How many")),
+        "eval episodes are never trained on: {report}"
+    );
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("2 practice episodes rewarded by their checks"),
+        "{notes}"
+    );
+}

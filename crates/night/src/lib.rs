@@ -13,7 +13,8 @@
 //! text has not regressed; **deploy** it as the active checkpoint (the
 //! previous ones stay for rollback). Progress streams as [`NightEvent`]s.
 //! Spans a person excluded or re-rewarded in the reviewer are applied right
-//! after judging.
+//! after judging. Practice episodes skip the judge (their check is the
+//! reward); eval episodes are never trained on.
 //!
 //! This crate decides what a night does; it never draws progress and never
 //! writes SQL.
@@ -26,6 +27,7 @@ mod event;
 mod judge;
 pub mod lock;
 mod pipeline;
+mod practice;
 mod review;
 pub mod trigger;
 mod value;

@@ -213,6 +213,8 @@ fn stages(
         )?;
         if !night.done(Stage::Judge) {
             let t = night.start(Stage::Judge);
+            let since = night.report["since_ms"].as_i64().unwrap_or(0);
+            let (practised, checked) = crate::practice::episode_tasks(store, since)?;
             let mut all = Vec::new();
             for c in night.report["channels"]
                 .as_array()
@@ -220,6 +222,9 @@ fn stages(
                 .unwrap_or_default()
             {
                 let ch = ChannelId(c["channel"].as_i64().unwrap_or(0));
+                if checked.contains(&ch.0) {
+                    continue;
+                }
                 let msgs: Vec<(MessageRole, String)> = store
                     .messages(ch)?
                     .into_iter()
@@ -248,6 +253,16 @@ fn stages(
                     ),
                 }
             }
+            if !practised.is_empty() {
+                night.note(
+                    Stage::Judge,
+                    format!(
+                        "{} practice episodes rewarded by their checks",
+                        practised.len()
+                    ),
+                );
+            }
+            tasks.extend(practised);
             let marks = store.review_marks()?;
             let ids = |ch: i64| {
                 store

@@ -24,6 +24,7 @@ mod blobs;
 mod codec;
 mod error;
 mod migrations;
+mod practice;
 mod records;
 mod review;
 mod store;
@@ -31,6 +32,7 @@ mod tool_records;
 
 pub use blobs::BlobHash;
 pub use error::StoreError;
+pub use practice::{NewEpisode, PracticeEpisode};
 pub use records::{
     BoardPost, Channel, Checkpoint, Night, NightStatus, Note, Revision, RevisionState, ToolCall,
 };

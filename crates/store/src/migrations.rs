@@ -128,4 +128,20 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (channel_id, first_message, last_message)
     );
     "#,
+    // 5: practice and eval episodes with their programmatic verdicts.
+    r#"
+    CREATE TABLE practice_episodes (
+        id         INTEGER PRIMARY KEY,
+        channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+        family     TEXT NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('practice', 'eval')),
+        difficulty INTEGER NOT NULL,
+        prompt     TEXT NOT NULL,
+        expected   TEXT NOT NULL,
+        passed     INTEGER NOT NULL,
+        why        TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE INDEX practice_by_time ON practice_episodes(created_ms);
+    "#,
 ];

@@ -38,6 +38,7 @@
 //! ```
 
 mod board;
+pub mod calculator;
 mod camera;
 mod error;
 mod files;
@@ -118,6 +119,7 @@ fn all_tools() -> impl Iterator<Item = &'static ToolDef> {
         health::TOOLS,
         system::TOOLS,
         board::TOOLS,
+        calculator::TOOLS,
     ]
     .into_iter()
     .flatten()

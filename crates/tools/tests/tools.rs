@@ -554,3 +554,24 @@ fn health_update_sys_and_board() {
         "there is no tool named `teleport`",
     );
 }
+
+#[test]
+fn calculator_answers_exactly_and_explains_what_it_cannot_read() {
+    let f = Fixture::new();
+    assert_eq!(
+        f.ok_text("calculator", json!({"expression": "(17 * 23 - 41) / 2"})),
+        "(17 * 23 - 41) / 2 = 175"
+    );
+    assert_has(
+        &f.err("calculator", json!({"expression": "4 / (2 - 2)"})),
+        "division by zero",
+    );
+    assert_has(
+        &f.err("calculator", json!({"expression": "two plus two"})),
+        "Use numbers, + - * / % ^ and parentheses",
+    );
+    assert_has(
+        &f.err("calculator", json!({})),
+        "bad arguments for calculator",
+    );
+}

@@ -1,0 +1,130 @@
+//! `reverie bench nights`: does a night help? Measure a practised family
+//! and the held-out family, run nights of practice + sleep, measure again.
+//! Works in its own data folder, so the person's days are untouched.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use reverie_core::Home;
+use reverie_night::{run_night, NightConfig};
+use reverie_practice::Family;
+use reverie_store::Store;
+
+use crate::output;
+use crate::practice_cmd::{eval_config, practice_config, success_rate};
+
+pub struct NightsArgs {
+    pub model: Option<PathBuf>,
+    pub family: String,
+    pub nights: usize,
+    pub practice: usize,
+    pub eval: usize,
+    pub json: bool,
+}
+
+pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
+    let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        !family.held_out(),
+        "pick a family to train on; units is held out"
+    );
+    let base = reverie_models::active::resolve(home, a.model.as_deref())?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let bench = Home::new(home.root().join("bench").join(format!("nights-{stamp}")));
+    std::fs::create_dir_all(bench.root())?;
+    reverie_models::active::set_active(&bench, &base)?;
+    let say = |s: String| {
+        if !a.json {
+            eprintln!("{s}");
+        }
+    };
+    let measure = |model: &std::path::Path| -> anyhow::Result<(f64, f64)> {
+        let trained = success_rate(&bench, model, &eval_config(family, a.eval, 1_000_003, 3, 8))?;
+        let heldout = success_rate(
+            &bench,
+            model,
+            &eval_config(Family::Units, a.eval, 1_000_003, 3, 8),
+        )?;
+        Ok((trained, heldout))
+    };
+    let (trained_before, heldout_before) = measure(&base)?;
+    say(format!(
+        "before: {} {:.0}%, held-out units {:.0}%",
+        family.as_str(),
+        trained_before * 100.0,
+        heldout_before * 100.0
+    ));
+    let mut per_night = Vec::new();
+    for i in 0..a.nights {
+        let t = Instant::now();
+        let model = reverie_models::active::resolve(&bench, None)?;
+        let cfg = practice_config(&bench, family, a.practice, None, None, 0.7, 8)?;
+        let practised = success_rate(&bench, &model, &cfg)?;
+        let practice_s = t.elapsed().as_secs_f64();
+        let store = Store::open(&bench)?;
+        let out = run_night(
+            &bench,
+            &store,
+            &model,
+            &NightConfig::default(),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )?;
+        say(format!(
+            "night {}: practice {:.0}% at level {}, {}",
+            i + 1,
+            practised * 100.0,
+            cfg.difficulty,
+            match &out.deployed {
+                Some(p) => format!("deployed {}", p.display()),
+                None => format!(
+                    "kept the model: {}",
+                    out.kept_reason.clone().unwrap_or_default()
+                ),
+            }
+        ));
+        per_night.push(serde_json::json!({
+            "night": out.night,
+            "practice_success": practised,
+            "difficulty": cfg.difficulty,
+            "deployed": out.deployed,
+            "kept_reason": out.kept_reason,
+            "perplexity": out.report["verify"],
+            "practice_seconds": practice_s,
+            "seconds": t.elapsed().as_secs_f64(),
+        }));
+    }
+    let after = reverie_models::active::resolve(&bench, None)?;
+    let (trained_after, heldout_after) = measure(&after)?;
+    let report = serde_json::json!({
+        "model": base,
+        "family": family.as_str(),
+        "eval_tasks": a.eval,
+        "practice_tasks_per_night": a.practice,
+        "nights": per_night,
+        "trained_before": trained_before,
+        "trained_after": trained_after,
+        "heldout_before": heldout_before,
+        "heldout_after": heldout_after,
+        "data_folder": bench.root(),
+    });
+    if a.json {
+        output::json(&report)?;
+    } else {
+        println!(
+            "{}: {:.0}% → {:.0}%; held-out units: {:.0}% → {:.0}% ({} tasks each, {} nights)",
+            family.as_str(),
+            trained_before * 100.0,
+            trained_after * 100.0,
+            heldout_before * 100.0,
+            heldout_after * 100.0,
+            a.eval,
+            a.nights
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,216 @@
+//! `reverie practice` and `reverie eval`: verifiable tasks for the agent,
+//! trained on by the next night (practice) or only measured (eval).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use reverie_agent::CancelFlag;
+use reverie_core::{Home, SamplingParams};
+use reverie_practice::{next_difficulty, run, Episode, Family, RunConfig};
+use reverie_store::Store;
+
+use crate::chat::EngineArgs;
+use crate::output;
+
+#[derive(Args)]
+pub struct PracticeArgs {
+    /// arithmetic, strings or ledger (units is held out: eval only).
+    #[arg(long)]
+    family: String,
+    /// How many tasks.
+    #[arg(long, default_value_t = 8)]
+    n: usize,
+    /// Task seed (default: a new one each run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// 1 (easiest) to 8; default: the tasker picks the level where about
+    /// half the recent attempts pass.
+    #[arg(long)]
+    difficulty: Option<u32>,
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f32,
+    /// Tool calls one task may make.
+    #[arg(long, default_value_t = 8)]
+    max_tool_calls: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// arithmetic, strings, ledger or units (held out).
+    #[arg(long)]
+    family: String,
+    #[arg(long, default_value_t = 20)]
+    n: usize,
+    /// Fixed by default, so two evals see the same tasks.
+    #[arg(long, default_value_t = 1_000_003)]
+    seed: u64,
+    #[arg(long, default_value_t = 3)]
+    difficulty: u32,
+    #[arg(long, default_value_t = 8)]
+    max_tool_calls: usize,
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn batch(home: &Home, engine: &EngineArgs, cfg: RunConfig, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Arc::new(Store::open(home)?);
+    let engine = engine.load(home, 1)?;
+    let services = Arc::new(reverie_tools::Services::new(home));
+    services.set_model_name(&engine.info().name);
+    let cancel = CancelFlag::default();
+    {
+        let c = cancel.clone();
+        ctrlc::set_handler(move || c.cancel())?;
+    }
+    let mut show = |i: usize, e: &Episode| {
+        if !json {
+            let mark = if e.verdict.passed { "pass" } else { "fail" };
+            eprintln!(
+                "{:>3}/{} {mark}  {}  ({} tool calls)",
+                i + 1,
+                cfg.n,
+                output::shorten(&e.verdict.why, 90),
+                e.tool_calls
+            );
+        }
+    };
+    let episodes = run(&engine, &store, &services, &cfg, &cancel, &mut show)?;
+    let passed = episodes.iter().filter(|e| e.verdict.passed).count();
+    let rate = passed as f64 / episodes.len().max(1) as f64;
+    if json {
+        output::json(&serde_json::json!({
+            "family": cfg.family.as_str(),
+            "kind": if cfg.eval { "eval" } else { "practice" },
+            "difficulty": cfg.difficulty,
+            "seed": cfg.seed,
+            "n": episodes.len(),
+            "passed": passed,
+            "success_rate": rate,
+            "episodes": episodes,
+        }))?;
+    } else {
+        println!(
+            "{} {}: {passed}/{} passed ({:.0}%) at level {}",
+            if cfg.eval { "eval" } else { "practice" },
+            cfg.family.as_str(),
+            episodes.len(),
+            rate * 100.0,
+            cfg.difficulty
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A practice batch: sampled, at the tasker's level unless one is given.
+pub fn practice_config(
+    home: &Home,
+    family: Family,
+    n: usize,
+    seed: Option<u64>,
+    difficulty: Option<u32>,
+    temperature: f32,
+    max_tool_calls: usize,
+) -> anyhow::Result<RunConfig> {
+    let difficulty = match difficulty {
+        Some(d) => d,
+        None => next_difficulty(&Store::open(home)?.episodes_since(0)?, family),
+    };
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    Ok(RunConfig {
+        family,
+        n,
+        seed,
+        difficulty,
+        eval: false,
+        params: SamplingParams {
+            temperature,
+            seed: seed as u32,
+            max_tokens: 512,
+            ..SamplingParams::default()
+        },
+        max_tool_calls,
+        reply_constraint: None,
+    })
+}
+
+/// An eval batch: greedy, so the same model on the same tasks gives the
+/// same score.
+pub fn eval_config(
+    family: Family,
+    n: usize,
+    seed: u64,
+    difficulty: u32,
+    max_tool_calls: usize,
+) -> RunConfig {
+    RunConfig {
+        family,
+        n,
+        seed,
+        difficulty,
+        eval: true,
+        params: SamplingParams {
+            temperature: 0.0,
+            top_k: 1,
+            seed: 1,
+            max_tokens: 512,
+            ..SamplingParams::default()
+        },
+        max_tool_calls,
+        reply_constraint: None,
+    }
+}
+
+pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
+    let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
+    let cfg = practice_config(
+        home,
+        family,
+        a.n,
+        a.seed,
+        a.difficulty,
+        a.temperature,
+        a.max_tool_calls,
+    )?;
+    batch(home, &a.engine, cfg, a.json)
+}
+
+pub fn eval(home: &Home, a: EvalArgs) -> anyhow::Result<ExitCode> {
+    let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
+    let cfg = eval_config(family, a.n, a.seed, a.difficulty, a.max_tool_calls);
+    batch(home, &a.engine, cfg, a.json)
+}
+
+/// Runs a batch on `model` in `home` without printing; returns the success rate.
+pub fn success_rate(home: &Home, model: &std::path::Path, cfg: &RunConfig) -> anyhow::Result<f64> {
+    let store = Arc::new(Store::open(home)?);
+    let engine = reverie_infer::Engine::load(
+        model,
+        reverie_infer::EngineConfig {
+            slots: 1,
+            n_ctx: 8192,
+            ..reverie_infer::EngineConfig::default()
+        },
+    )?;
+    let services = Arc::new(reverie_tools::Services::new(home));
+    let eps = run(
+        &engine,
+        &store,
+        &services,
+        cfg,
+        &CancelFlag::default(),
+        &mut |_, _| {},
+    )?;
+    Ok(eps.iter().filter(|e| e.verdict.passed).count() as f64 / eps.len().max(1) as f64)
+}

@@ -1,0 +1,186 @@
+//! Running a batch: one channel per task, the family's tools only, the
+//! check, the record. Sequential: practice runs when nobody is chatting.
+
+use std::sync::Arc;
+
+use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
+use reverie_core::SamplingParams;
+use reverie_infer::{Constraint, Engine};
+use reverie_store::{NewEpisode, PracticeEpisode, Store};
+use reverie_tools::{Services, Toolbox};
+use serde::Serialize;
+
+use crate::check::{check, Verdict};
+use crate::family::{Family, Task};
+use crate::PracticeError;
+
+/// What the solver is told before every task.
+pub const SOLVER_PROMPT: &str = "You are solving a practice task. Use your tools when they help, \
+check your work, and end with the answer in the form the task asks for.";
+
+pub struct RunConfig {
+    pub family: Family,
+    pub n: usize,
+    /// Task `i` uses seed `seed + i`; the same seed gives the same tasks.
+    pub seed: u64,
+    pub difficulty: u32,
+    /// Eval episodes are measured only, never trained on.
+    pub eval: bool,
+    pub params: SamplingParams,
+    pub max_tool_calls: usize,
+    /// Constrains the shape of the solver's replies for a task (a format a
+    /// model cannot keep yet; tests that need a known answer).
+    pub reply_constraint: Option<fn(&Task) -> Constraint>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Episode {
+    pub channel: String,
+    pub task: Task,
+    pub verdict: Verdict,
+    pub reply: String,
+    pub tool_calls: usize,
+}
+
+/// Runs `cfg.n` tasks; `on(i, episode)` after each. A task that fails to
+/// run (not to be solved) counts as failed with the error as its reason.
+pub fn run(
+    engine: &Engine,
+    store: &Arc<Store>,
+    services: &Arc<Services>,
+    cfg: &RunConfig,
+    cancel: &CancelFlag,
+    on: &mut dyn FnMut(usize, &Episode),
+) -> Result<Vec<Episode>, PracticeError> {
+    if cfg.n == 0 {
+        return Err(PracticeError::Invalid(
+            "ask for at least one task (--n 1 or more)".into(),
+        ));
+    }
+    if cfg.family.held_out() && !cfg.eval {
+        return Err(PracticeError::Invalid(format!(
+            "{} is the held-out family: it is only measured (reverie eval), never practised",
+            cfg.family.as_str()
+        )));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let kind = if cfg.eval { "eval" } else { "practice" };
+    let mut out = Vec::with_capacity(cfg.n);
+    for i in 0..cfg.n {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let task = cfg
+            .family
+            .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty);
+        let name = format!("{kind}/{}/{stamp}-{i}", cfg.family.as_str());
+        let channel = store.ensure_channel(&name)?;
+        let toolbox = Toolbox::open(store.clone(), channel, services.clone())?;
+        let workspace = toolbox.workspace().root().to_path_buf();
+        let mut setup = ToolSetup::new(toolbox);
+        setup.max_calls = cfg.max_tool_calls;
+        setup.allowed = Some(cfg.family.tools().iter().map(|s| s.to_string()).collect());
+        let mut session =
+            ChannelSession::open(engine, store, &name, SOLVER_PROMPT)?.with_tools(setup);
+        session.set_reply_constraint(cfg.reply_constraint.map(|f| f(&task)));
+        let (reply, tool_calls, verdict) =
+            match session.send(&task.prompt, &cfg.params, cancel, &mut |_| {}) {
+                Ok(o) => {
+                    let v = check(&task, &o.reply, &workspace);
+                    (o.reply, o.tool_calls, v)
+                }
+                Err(e) => (
+                    String::new(),
+                    0,
+                    Verdict {
+                        passed: false,
+                        why: format!("the attempt failed to run: {e}"),
+                    },
+                ),
+            };
+        store.record_episode(&NewEpisode {
+            channel,
+            family: cfg.family.as_str(),
+            eval: cfg.eval,
+            difficulty: task.difficulty,
+            prompt: &task.prompt,
+            expected: &task.expected,
+            passed: verdict.passed,
+            why: &verdict.why,
+        })?;
+        let ep = Episode {
+            channel: name,
+            task,
+            verdict,
+            reply,
+            tool_calls,
+        };
+        on(i, &ep);
+        out.push(ep);
+    }
+    Ok(out)
+}
+
+/// The difficulty for the next practice batch of `family`: the tasker's
+/// rule keeps the pass rate near one half, where there is most to learn
+/// (up one level above 70 %, down one below 30 %, over the last 20
+/// practice episodes of the family).
+pub fn next_difficulty(history: &[PracticeEpisode], family: Family) -> u32 {
+    let recent: Vec<&PracticeEpisode> = history
+        .iter()
+        .rev()
+        .filter(|e| e.family == family.as_str() && e.kind == "practice")
+        .take(20)
+        .collect();
+    let Some(last) = recent.first() else {
+        return 2;
+    };
+    let rate = recent.iter().filter(|e| e.passed).count() as f64 / recent.len() as f64;
+    match rate {
+        r if r > 0.7 => (last.difficulty + 1).min(8),
+        r if r < 0.3 => last.difficulty.saturating_sub(1).max(1),
+        _ => last.difficulty,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(passed: bool, difficulty: u32) -> PracticeEpisode {
+        PracticeEpisode {
+            id: 0,
+            channel: 1,
+            family: "arithmetic".into(),
+            kind: "practice".into(),
+            difficulty,
+            prompt: String::new(),
+            expected: String::new(),
+            passed,
+            why: String::new(),
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_tasker_keeps_the_pass_rate_near_half() {
+        let f = Family::Arithmetic;
+        assert_eq!(next_difficulty(&[], f), 2);
+        assert_eq!(next_difficulty(&vec![ep(true, 3); 10], f), 4);
+        assert_eq!(next_difficulty(&vec![ep(false, 3); 10], f), 2);
+        let mixed: Vec<_> = (0..10).map(|i| ep(i % 2 == 0, 3)).collect();
+        assert_eq!(next_difficulty(&mixed, f), 3);
+        assert_eq!(next_difficulty(&vec![ep(false, 1); 10], f), 1);
+        let other = PracticeEpisode {
+            family: "strings".into(),
+            ..ep(true, 5)
+        };
+        assert_eq!(
+            next_difficulty(&[other], f),
+            2,
+            "other families do not count"
+        );
+    }
+}

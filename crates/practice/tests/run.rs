@@ -1,0 +1,168 @@
+//! Practice on a tiny llama.cpp model: every attempt is recorded with the
+//! check's verdict, only the family's tools are offered, and a reply held
+//! to the right answer passes.
+
+use std::sync::Arc;
+
+use reverie_agent::CancelFlag;
+use reverie_core::{Home, MessageRole, SamplingParams};
+use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_infer::{Constraint, Engine, EngineConfig};
+use reverie_practice::{run, Family, RunConfig, Task};
+use reverie_store::Store;
+use reverie_tools::Services;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    home: Home,
+    engine: Engine,
+    store: Arc<Store>,
+    services: Arc<Services>,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    synth::write(&model, &SynthConfig::tiny(Arch::Qwen2)).unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let engine = Engine::load(
+        &model,
+        EngineConfig {
+            slots: 1,
+            n_ctx: 4096,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    Setup {
+        store: Arc::new(Store::open(&home).unwrap()),
+        services: Arc::new(Services::new(&home)),
+        engine,
+        home,
+        _dir: dir,
+    }
+}
+
+fn config(family: Family, eval: bool) -> RunConfig {
+    RunConfig {
+        family,
+        n: 2,
+        seed: 11,
+        difficulty: 2,
+        eval,
+        params: SamplingParams {
+            temperature: 0.0,
+            top_k: 1,
+            max_tokens: 16,
+            ..SamplingParams::default()
+        },
+        max_tool_calls: 2,
+        reply_constraint: None,
+    }
+}
+
+fn says_the_answer(task: &Task) -> Constraint {
+    Constraint::Gbnf(format!("root ::= \"The result is {}.\"", task.expected))
+}
+
+#[test]
+fn attempts_are_recorded_with_their_verdicts_and_only_the_familys_tools() {
+    let s = setup();
+    let eps = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &config(Family::Arithmetic, false),
+        &CancelFlag::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(eps.len(), 2);
+    assert_ne!(eps[0].task.prompt, eps[1].task.prompt);
+    let stored = s.store.episodes_since(0).unwrap();
+    assert_eq!(stored.len(), 2);
+    for (e, row) in eps.iter().zip(&stored) {
+        assert_eq!(row.kind, "practice");
+        assert_eq!(row.passed, e.verdict.passed);
+        assert_eq!(row.why, e.verdict.why);
+        assert_eq!(row.expected, e.task.expected);
+        let ch = s.store.channel_by_name(&e.channel).unwrap().unwrap();
+        let msgs = s.store.messages(ch.id).unwrap();
+        let system = &msgs
+            .iter()
+            .find(|m| m.role == MessageRole::System)
+            .unwrap()
+            .text;
+        assert!(
+            system.contains("\"calculator\""),
+            "the family's tool is offered"
+        );
+        assert!(!system.contains("\"write_file\""), "other tools are not");
+        assert!(msgs
+            .iter()
+            .any(|m| m.role == MessageRole::User && m.text == e.task.prompt));
+    }
+    let _ = &s.home;
+}
+
+#[test]
+fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
+    let s = setup();
+    let mut cfg = config(Family::Units, true);
+    cfg.reply_constraint = Some(says_the_answer);
+    cfg.params.max_tokens = 64;
+    let eps = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &cfg,
+        &CancelFlag::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(
+        eps.iter().all(|e| e.verdict.passed),
+        "{:?}",
+        eps.iter().map(|e| &e.verdict).collect::<Vec<_>>()
+    );
+    assert!(s
+        .store
+        .episodes_since(0)
+        .unwrap()
+        .iter()
+        .all(|r| r.kind == "eval" && r.passed));
+}
+
+#[test]
+fn bad_requests_are_refused_with_what_to_do() {
+    let s = setup();
+    let cancel = CancelFlag::default();
+    let held_out = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &config(Family::Units, false),
+        &cancel,
+        &mut |_, _| {},
+    );
+    assert!(held_out
+        .unwrap_err()
+        .to_string()
+        .contains("held-out family"));
+    let mut none = config(Family::Strings, false);
+    none.n = 0;
+    let e = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &none,
+        &cancel,
+        &mut |_, _| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at least one task"));
+    assert!(Family::parse("poetry")
+        .unwrap_err()
+        .contains("arithmetic, strings, ledger and units"));
+    assert!(s.store.episodes_since(0).unwrap().is_empty());
+}

@@ -1,0 +1,83 @@
+//! Practice and eval episodes: a task from a verifiable family, the channel
+//! the agent attempted it in, and the programmatic check's verdict.
+
+use reverie_core::ChannelId;
+use rusqlite::params;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::store::{now_ms, Store};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PracticeEpisode {
+    pub id: i64,
+    pub channel: i64,
+    pub family: String,
+    /// `practice` (trained on) or `eval` (never trained on).
+    pub kind: String,
+    pub difficulty: u32,
+    pub prompt: String,
+    pub expected: String,
+    pub passed: bool,
+    pub why: String,
+    pub created_ms: i64,
+}
+
+/// What a runner records; the store adds the id and the time.
+pub struct NewEpisode<'a> {
+    pub channel: ChannelId,
+    pub family: &'a str,
+    pub eval: bool,
+    pub difficulty: u32,
+    pub prompt: &'a str,
+    pub expected: &'a str,
+    pub passed: bool,
+    pub why: &'a str,
+}
+
+impl Store {
+    pub fn record_episode(&self, e: &NewEpisode<'_>) -> Result<i64> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO practice_episodes
+                 (channel_id, family, kind, difficulty, prompt, expected, passed, why, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                e.channel.0,
+                e.family,
+                if e.eval { "eval" } else { "practice" },
+                e.difficulty,
+                e.prompt,
+                e.expected,
+                e.passed,
+                e.why,
+                now_ms()
+            ],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// Episodes recorded at or after `since_ms`, oldest first.
+    pub fn episodes_since(&self, since_ms: i64) -> Result<Vec<PracticeEpisode>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, channel_id, family, kind, difficulty, prompt, expected, passed, why, created_ms
+             FROM practice_episodes WHERE created_ms >= ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([since_ms], |r| {
+            Ok(PracticeEpisode {
+                id: r.get(0)?,
+                channel: r.get(1)?,
+                family: r.get(2)?,
+                kind: r.get(3)?,
+                difficulty: r.get(4)?,
+                prompt: r.get(5)?,
+                expected: r.get(6)?,
+                passed: r.get(7)?,
+                why: r.get(8)?,
+                created_ms: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

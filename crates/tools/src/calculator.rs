@@ -1,0 +1,203 @@
+//! `calculator`: exact enough arithmetic for the model, which is bad at it.
+//! `+ - * / % ^`, parentheses, unary minus and decimals, in f64; the result
+//! is printed as an integer when it is one.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
+
+const MAX_EXPRESSION: usize = 2_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalcArgs {
+    expression: String,
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn skip(&mut self) {
+        while self.s.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip();
+        self.s.get(self.at).copied()
+    }
+
+    fn fail<T>(&self, what: &str) -> Result<T, String> {
+        Err(format!("{what} at character {}", self.at + 1))
+    }
+
+    fn expr(&mut self) -> Result<f64, String> {
+        let mut v = self.term()?;
+        while let Some(op @ (b'+' | b'-')) = self.peek() {
+            self.at += 1;
+            let r = self.term()?;
+            v = if op == b'+' { v + r } else { v - r };
+        }
+        Ok(v)
+    }
+
+    fn term(&mut self) -> Result<f64, String> {
+        let mut v = self.power()?;
+        while let Some(op @ (b'*' | b'/' | b'%')) = self.peek() {
+            self.at += 1;
+            let r = self.power()?;
+            if op != b'*' && r == 0.0 {
+                return self.fail("division by zero");
+            }
+            v = match op {
+                b'*' => v * r,
+                b'/' => v / r,
+                _ => v % r,
+            };
+        }
+        Ok(v)
+    }
+
+    fn power(&mut self) -> Result<f64, String> {
+        let base = self.unary()?;
+        if self.peek() == Some(b'^') {
+            self.at += 1;
+            let exp = self.power()?;
+            return Ok(base.powf(exp));
+        }
+        Ok(base)
+    }
+
+    fn unary(&mut self) -> Result<f64, String> {
+        match self.peek() {
+            Some(b'-') => {
+                self.at += 1;
+                Ok(-self.unary()?)
+            }
+            Some(b'+') => {
+                self.at += 1;
+                self.unary()
+            }
+            _ => self.atom(),
+        }
+    }
+
+    fn atom(&mut self) -> Result<f64, String> {
+        match self.peek() {
+            Some(b'(') => {
+                self.at += 1;
+                let v = self.expr()?;
+                if self.peek() != Some(b')') {
+                    return self.fail("missing `)`");
+                }
+                self.at += 1;
+                Ok(v)
+            }
+            Some(c) if c.is_ascii_digit() || c == b'.' => {
+                let start = self.at;
+                while self
+                    .s
+                    .get(self.at)
+                    .is_some_and(|c| c.is_ascii_digit() || *c == b'.' || *c == b'_')
+                {
+                    self.at += 1;
+                }
+                let text: String =
+                    String::from_utf8_lossy(&self.s[start..self.at]).replace('_', "");
+                text.parse::<f64>()
+                    .or_else(|_| self.fail(&format!("`{text}` is not a number")))
+            }
+            Some(c) => self.fail(&format!("unexpected `{}`", c as char)),
+            None => self.fail("the expression ends too early"),
+        }
+    }
+}
+
+/// Evaluates `expression`; an error says what is wrong and where.
+pub fn evaluate(expression: &str) -> Result<f64, String> {
+    let mut p = Parser {
+        s: expression.as_bytes(),
+        at: 0,
+    };
+    let v = p.expr()?;
+    if p.peek().is_some() {
+        return p.fail("unexpected text after the expression");
+    }
+    if !v.is_finite() {
+        return Err("the result is not a finite number".into());
+    }
+    Ok(v)
+}
+
+/// `v` as a person writes it: `391`, `3.5`, `0.333333333333`.
+pub fn format_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        let s = format!("{v:.12}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn calculator(_tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: CalcArgs = parse_args("calculator", args)?;
+    if a.expression.len() > MAX_EXPRESSION {
+        return Err(ToolError::refused(format!(
+            "the expression is {} characters; the limit is {MAX_EXPRESSION}; split it into steps",
+            a.expression.len()
+        )));
+    }
+    match evaluate(&a.expression) {
+        Ok(v) => Ok(format!("{} = {}", a.expression.trim(), format_number(v)).into()),
+        Err(e) => Err(ToolError::refused(format!(
+            "cannot evaluate `{}`: {e}. Use numbers, + - * / % ^ and parentheses",
+            a.expression.trim()
+        ))),
+    }
+}
+
+pub(crate) const TOOLS: &[ToolDef] = &[ToolDef {
+    name: "calculator",
+    description: "Evaluate an arithmetic expression exactly: numbers, + - * / % ^ and parentheses.",
+    parameters: || {
+        json!({"type": "object", "properties": {
+            "expression": {"type": "string", "description": "e.g. (17 * 23 - 41) / 2"}
+        }, "required": ["expression"]})
+    },
+    run: calculator,
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_parentheses_unary_and_power() {
+        assert_eq!(evaluate("17 * 23 - 41").unwrap(), 350.0);
+        assert_eq!(evaluate("(1 + 2) * -3").unwrap(), -9.0);
+        assert_eq!(evaluate("2 ^ 3 ^ 2").unwrap(), 512.0);
+        assert_eq!(evaluate("7 / 2").unwrap(), 3.5);
+        assert_eq!(evaluate("1_000 % 7").unwrap(), 6.0);
+        assert_eq!(format_number(evaluate("1 / 3").unwrap()), "0.333333333333");
+        assert_eq!(format_number(391.0), "391");
+    }
+
+    #[test]
+    fn bad_expressions_say_what_and_where() {
+        assert_eq!(
+            evaluate("1 / 0").unwrap_err(),
+            "division by zero at character 6"
+        );
+        assert!(evaluate("(1 + 2").unwrap_err().contains("missing `)`"));
+        assert!(evaluate("2 +").unwrap_err().contains("ends too early"));
+        assert!(evaluate("2 x 3").unwrap_err().contains("unexpected text"));
+        assert!(evaluate("1.2.3").unwrap_err().contains("not a number"));
+        assert!(evaluate("10 ^ 400").unwrap_err().contains("finite"));
+    }
+}

@@ -8,10 +8,9 @@ and photographs the chat, the Sleep view and the reviewer.
         --out docs/screenshots
 
 It works on a fresh data folder (a temporary one unless --home is given),
-so your own chats are not shown.
+so your own chats are not shown. Needs Xvfb, WebKitWebDriver and Pillow.
 """
 import argparse
-import base64
 import json
 import os
 import socket
@@ -20,6 +19,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+from PIL import ImageGrab
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 
@@ -35,8 +36,9 @@ def http(method, url, body=None, timeout=120):
 
 
 class Window:
-    def __init__(self, base, session):
+    def __init__(self, base, session, display):
         self.s = f"{base}/session/{session}"
+        self.display = display
 
     def all(self, css):
         v = http("POST", f"{self.s}/elements", {"using": "css selector", "value": css})
@@ -70,13 +72,22 @@ class Window:
     def type(self, css, text):
         http("POST", f"{self.s}/element/{self.one(css)}/value", {"text": text})
 
+    def busy(self):
+        return bool(self.all(".cursor")) or any(self.text(b) == "Stop" for b in self.all(".composer button"))
+
     def idle(self):
-        return not self.all(".cursor") and not any(self.text(b) == "Stop" for b in self.all(".composer button"))
+        # Twice, two seconds apart: a turn pauses between a tool call and the
+        # next reply.
+        if self.busy():
+            return False
+        time.sleep(2)
+        return not self.busy()
 
     def shot(self, path):
-        png = base64.b64decode(http("GET", f"{self.s}/screenshot"))
-        with open(path, "wb") as f:
-            f.write(png)
+        # From the X server: WebKitWebDriver's own screenshot sometimes
+        # never returns once a page has been redrawn many times.
+        time.sleep(1)
+        ImageGrab.grab(xdisplay=self.display).save(path)
         print("wrote", path)
 
     def close(self):
@@ -89,19 +100,27 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", default="docs/screenshots")
     ap.add_argument("--home")
+    ap.add_argument("--no-tools", action="store_true",
+                    help="chat without tools: short days, so the night takes minutes on a CPU")
     a = ap.parse_args()
     home = a.home or tempfile.mkdtemp(prefix="reverie-shots-")
     os.makedirs(a.out, exist_ok=True)
+    if a.no_tools:
+        os.makedirs(home, exist_ok=True)
+        with open(os.path.join(home, "settings.json"), "w") as f:
+            json.dump({"tools": False}, f)
     display = ":77"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+    # The window's own size, so a grab of the screen is a grab of the window.
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1200x800x24", "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, DISPLAY=display, TAURI_WEBVIEW_AUTOMATION="true", WEBKIT_DISABLE_COMPOSITING_MODE="1")
+    log = open(os.path.join(home, "window.log"), "w") if a.home else subprocess.DEVNULL
     driver = subprocess.Popen(["WebKitWebDriver", f"--port={port}"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -112,10 +131,12 @@ def main():
                 time.sleep(0.2)
         caps = {"capabilities": {"alwaysMatch": {"webkitgtk:browserOptions": {
             "binary": os.path.abspath(a.app), "args": ["--home", home, "--model", os.path.abspath(a.model)]}}}}
-        w = Window(base, http("POST", f"{base}/session", caps)["sessionId"])
+        w = Window(base, http("POST", f"{base}/session", caps)["sessionId"], display)
         w.click(".empty-chat button")
-        for prompt in ["Use Python to compute 17 * 23, then tell me the result.",
-                       "Thanks! In one sentence: why do people sleep?"]:
+        prompts = ["What is 17 * 23? Show the steps.", "Thanks! In one sentence: why do people sleep?"]
+        if not a.no_tools:
+            prompts[0] = "Use Python to compute 17 * 23, then tell me the result."
+        for prompt in prompts:
             w.type("textarea[aria-label=Message]", prompt + "\ue007")
             time.sleep(1)
             w.wait("a reply", 300, w.idle)
@@ -126,6 +147,7 @@ def main():
 
         w.click_text(".topbar button", "Sleep")
         w.click(".sleep-button")
+        w.one(".modal")
         w.click_text(".modal button", "Sleep")
         w.wait("training", 600, lambda: bool(w.all("[data-testid=train-figs]")) or bool(w.all("[data-testid=morning-summary]")))
         if w.all("[data-testid=train-figs]"):

@@ -18,6 +18,8 @@ use crate::state::App;
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SleepEvent {
+    /// A night began: watchers start a fresh progress view.
+    Started,
     Progress {
         event: NightEvent,
     },
@@ -126,6 +128,7 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
     running.running = true;
     running.events.clear();
     drop(running);
+    broadcast(&app.night.shared, SleepEvent::Started);
     let cancel = Arc::new(AtomicBool::new(false));
     *lock(&app.night.cancel) = Some(cancel.clone());
     let app2 = app.clone();
@@ -203,10 +206,11 @@ pub async fn sleep_estimate(app: State<'_, Arc<App>>) -> Reply<SleepEstimate> {
     })
 }
 
+/// Starts the night now; its progress goes to the windows watching
+/// (`watch_sleep`).
 #[tauri::command]
-pub async fn start_sleep(app: State<'_, Arc<App>>, on_event: Channel<SleepEvent>) -> Reply<()> {
+pub async fn start_sleep(app: State<'_, Arc<App>>) -> Reply<()> {
     start(&app)?;
-    app.night.watch(on_event);
     Ok(())
 }
 

@@ -70,10 +70,10 @@ export function LineChart({ title, series, labels, height = 160, testId }: Props
           </g>
         ))}
         {labels && labels.length > 0 && (
-          <>
-            <text x={x(0)} y={height - 4} className="tick">{labels[0]}</text>
-            <text x={x(n - 1)} y={height - 4} textAnchor="end" className="tick">{labels[labels.length - 1]}</text>
-          </>
+          <text x={x(0)} y={height - 4} textAnchor={n <= 1 ? "middle" : "start"} className="tick">{labels[0]}</text>
+        )}
+        {labels && labels.length > 1 && (
+          <text x={x(n - 1)} y={height - 4} textAnchor="end" className="tick">{labels[labels.length - 1]}</text>
         )}
         {series.map((s) => (
           <g key={s.name}>

@@ -71,7 +71,7 @@ export const api = {
   listNights: () => invoke<NightView[]>("list_nights"),
 
   sleepEstimate: () => invoke<SleepEstimate>("sleep_estimate"),
-  startSleep: (on: (ev: SleepEvent) => void) => invoke<void>("start_sleep", { onEvent: channel(on) }),
+  startSleep: () => invoke<void>("start_sleep"),
   watchSleep: (on: (ev: SleepEvent) => void) => invoke<boolean>("watch_sleep", { onEvent: channel(on) }),
   cancelSleep: () => invoke<void>("cancel_sleep"),
   listCheckpoints: () => invoke<CheckpointView[]>("list_checkpoints"),

@@ -223,6 +223,7 @@ export type NightEvent =
   | { type: "stage_finished"; stage: Stage; seconds: number };
 
 export type SleepEvent =
+  | { kind: "started" }
   | { kind: "progress"; event: NightEvent }
   | {
       kind: "finished";

@@ -13,6 +13,9 @@ use crate::toolcall::{Hermes, ParsedCall, ToolCallFormat};
 
 /// A call that fails the same way this many times in a row ends the turn.
 const MAX_REPEATED_FAILURES: usize = 3;
+/// Failed calls in a row, whatever they were, that end the turn: a model
+/// that varies a broken call slightly is not getting anywhere either.
+const MAX_FAILURES_IN_A_ROW: usize = 5;
 
 /// One call's outcome as the loop sees it.
 struct CallResult {
@@ -233,7 +236,7 @@ impl<'a> ChannelSession<'a> {
         let mut prefix = TokenSpan::default();
         let mut calls_made = 0;
         let mut sampled = 0;
-        let (mut last_failure, mut repeated) = (None::<String>, 0);
+        let (mut last_failure, mut repeated, mut failed_in_row) = (None::<String>, 0, 0);
         let (mut reply_message, mut reply, mut finish);
         loop {
             let n;
@@ -263,6 +266,7 @@ impl<'a> ChannelSession<'a> {
                     repeated = usize::from(!r.ok);
                 }
                 last_failure = (!r.ok).then(|| r.signature.clone());
+                failed_in_row = if r.ok { 0 } else { failed_in_row + 1 };
             }
             let mut t = self.transcript.clone();
             for CallResult { text, .. } in results {
@@ -284,6 +288,10 @@ impl<'a> ChannelSession<'a> {
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
                     "This turn was stopped: the same tool call failed {repeated} times in a row. Read the error, then try something different."
+                ))
+            } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
+                Some(format!(
+                    "This turn was stopped: {failed_in_row} tool calls in a row failed. Read the errors and answer with what you know, or ask for help."
                 ))
             } else if calls_made >= max {
                 Some(format!(

@@ -316,6 +316,24 @@ fn failing_malformed_and_cancelled_calls() {
             .unwrap()
             .contains("no file or folder at `missing.txt`")));
 
+    // Different failing calls, five in a row, end the turn too.
+    let varied = r#"root ::= "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"gone" [0-9] [0-9] [0-9] ".txt\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "varied", varied);
+    let mut notices = Vec::new();
+    let out = s
+        .send("go", &sampling(5), &CancelFlag::default(), &mut |e| {
+            if let ChatEvent::Notice { text, .. } = e {
+                notices.push(text)
+            }
+        })
+        .unwrap();
+    assert_eq!(out.reason, StopReason::ToolLimit);
+    assert_eq!(out.tool_calls, 5);
+    assert!(
+        notices[0].contains("5 tool calls in a row failed"),
+        "{notices:?}"
+    );
+
     // A call that cannot be read is answered with how to write one.
     let bad = r#"root ::= "<tool_call>{\"name\": 3}</tool_call>""#;
     let mut s = forced_session(&engine, &store, &services, "bad", bad);

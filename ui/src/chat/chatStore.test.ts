@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent, MessageView } from "../types";
-import { applyEvent, historyToItems, isBusy, visibleText, type Item } from "./chatStore";
+import { applyEvent, historyToItems, isBareCall, isBusy, visibleText, type Item } from "./chatStore";
 
 const ch = 1;
 const run = (events: ChatEvent[], start: Item[] = []) => events.reduce(applyEvent, start);
@@ -34,8 +34,25 @@ describe("chat store", () => {
       items,
     );
     expect(after[1]).toMatchObject({ kind: "tool", ok: true, result: "1: hi" });
+    expect(isBusy(applyEvent(items, { type: "tool_call_finished", channel: ch, call_id: "c1", ok: true, result: "" }))).toBe(
+      true,
+    );
     expect(after[2]).toMatchObject({ kind: "assistant", text: "It says hi.", stop: null, id: 9 });
     expect(visibleText((after[0] as { text: string }).text)).toBe("");
+  });
+
+  it("hides a reply that was only a bare JSON tool call, live and stored", () => {
+    const bare = '{"name": "python", "arguments": {"code": "print(17*23)"}}';
+    const live = run([
+      { type: "token", channel: ch, id: 1, piece: bare, logprob: 0 },
+      { type: "tool_call_started", channel: ch, call_id: "c", name: "python", arguments: "{}" },
+    ]);
+    expect(live[0]).toMatchObject({ kind: "assistant", text: "" });
+    const stored = historyToItems([
+      { id: 1, role: "assistant", text: "```json\n" + bare + "\n```", created_ms: 0, tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "391", ok: true }], stray_end: false },
+    ]);
+    expect(stored.map((i) => i.kind)).toEqual(["tool"]);
+    expect(isBareCall("The answer is {x}")).toBe(false);
   });
 
   it("shows the end-of-turn question and errors as their own items", () => {

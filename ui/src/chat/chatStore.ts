@@ -28,12 +28,26 @@ export function visibleText(text: string): string {
   return text.replace(TOOL_BLOCK, "").replace(THINK_BLOCK, "").trim();
 }
 
+/** A reply that was nothing but a bare tool call (`{"name": ...}`, maybe in
+ * a json fence), which small models write instead of the markup: its card
+ * says it all. */
+export function isBareCall(text: string): boolean {
+  const body = visibleText(text).replace(/^```(json)?\s*/, "").replace(/```$/, "").trim();
+  if (!body.startsWith("{") || !body.endsWith("}")) return false;
+  try {
+    const v = JSON.parse(body) as Record<string, unknown>;
+    return typeof v === "object" && v !== null && "name" in v;
+  } catch {
+    return false;
+  }
+}
+
 export function historyToItems(messages: MessageView[]): Item[] {
   const items: Item[] = [];
   for (const m of messages) {
     if (m.role === "user") items.push({ kind: "user", id: m.id, text: m.text });
     if (m.role === "assistant") {
-      const text = visibleText(m.text);
+      const text = m.tool_calls.length > 0 && isBareCall(m.text) ? "" : visibleText(m.text);
       if (text || m.tool_calls.length === 0) {
         items.push({ kind: "assistant", id: m.id, text, streaming: false, stop: null });
       }
@@ -57,7 +71,7 @@ function lastStreaming(items: Item[]): number {
   for (let i = items.length - 1; i >= 0; i--) {
     const it = items[i];
     if (it.kind === "assistant" && it.streaming) return i;
-    if (it.kind === "user") return -1;
+    if (it.kind === "user" || (it.kind === "assistant" && !it.streaming)) return -1;
   }
   return -1;
 }
@@ -77,7 +91,10 @@ export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
       return out;
     }
     case "tool_call_started":
-      if (i >= 0) out[i] = { ...(out[i] as Extract<Item, { kind: "assistant" }>), streaming: false };
+      if (i >= 0) {
+        const it = out[i] as Extract<Item, { kind: "assistant" }>;
+        out[i] = { ...it, streaming: false, text: isBareCall(it.text) ? "" : it.text };
+      }
       out.push({
         kind: "tool",
         callId: ev.call_id,
@@ -87,10 +104,16 @@ export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
         ok: null,
       });
       return out;
-    case "tool_call_finished":
-      return out.map((it) =>
+    case "tool_call_finished": {
+      // The model reads the result and goes on: the turn stays open.
+      const done = out.map((it) =>
         it.kind === "tool" && it.callId === ev.call_id ? { ...it, result: ev.result, ok: ev.ok } : it,
       );
+      if (!done.some((it) => it.kind === "tool" && it.ok === null)) {
+        done.push({ kind: "assistant", id: null, text: "", streaming: true, stop: null });
+      }
+      return done;
+    }
     case "attachment":
       out.push({ kind: "attachment", name: ev.name, image: ev.image });
       return out;

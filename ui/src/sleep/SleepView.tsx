@@ -27,14 +27,11 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
 
   useEffect(() => {
     api.listCheckpoints().then(setCheckpoints).catch((e) => setProblem(errorText(e)));
-    // Follow a night that is already running (started by the schedule, say).
-    api
-      .watchSleep((ev) => setProgress((p) => applySleepEvent(p.running || p.outcome ? p : startProgress(), ev)))
-      .then((running) => {
-        if (!running) setProgress(idle);
-      })
-      .catch((e) => setProblem(errorText(e)));
-  }, []);
+    // One subscription for every night: the one running now (started by
+    // the schedule, say, whose events so far are replayed), the last one
+    // (its summary), and those started from here.
+    api.watchSleep(onEvent).catch((e) => setProblem(errorText(e)));
+  }, [onEvent]);
 
   const ask = async () => {
     setProblem(null);
@@ -50,7 +47,7 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
     setConfirming(false);
     setProgress(startProgress());
     try {
-      await api.startSleep(onEvent);
+      await api.startSleep();
     } catch (e) {
       setProgress(idle);
       setProblem(errorText(e));
@@ -115,7 +112,7 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
           </ol>
           {progress.steps.length > 0 && (
             <div className="train-figs" data-testid="train-figs">
-              step {progress.steps.length}/{progress.totalSteps} · {progress.tokensPerS?.toFixed(1)} tok/s · about {duration(progress.etaS ?? NaN)} left
+              step {progress.steps[progress.steps.length - 1].step}/{progress.totalSteps} · {progress.tokensPerS?.toFixed(1)} tok/s · about {duration(progress.etaS ?? NaN)} left
             </div>
           )}
           <LineChart

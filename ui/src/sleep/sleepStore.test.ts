@@ -27,6 +27,12 @@ describe("sleep store", () => {
     expect(p.outcome).toMatchObject({ kind: "finished", keptReason: "perplexity rose 40%" });
   });
 
+  it("a new night starts from a clean view", () => {
+    const old = applySleepEvent(startProgress(), progress({ type: "stage_finished", stage: "collect", seconds: 1 }));
+    const fresh = applySleepEvent(old, { kind: "started" });
+    expect(fresh).toEqual(startProgress());
+  });
+
   it("a failure ends the night with its message", () => {
     const p = applySleepEvent(startProgress(), { kind: "failed", message: "disk full" });
     expect(p).toMatchObject({ running: false, outcome: { kind: "failed", message: "disk full" } });

@@ -45,6 +45,7 @@ export function startProgress(): SleepProgress {
 }
 
 export function applySleepEvent(p: SleepProgress, ev: SleepEvent): SleepProgress {
+  if (ev.kind === "started") return startProgress();
   if (ev.kind === "failed") return { ...p, running: false, outcome: { kind: "failed", message: ev.message } };
   if (ev.kind === "finished") {
     return {

@@ -107,9 +107,11 @@
     emit({ type: "turn_end", channel: ch.id, message: messageId, reason: "end_of_turn" });
   }
 
-  async function night(onEvent) {
-    const emit = streamer(onEvent);
+  const sleepWatchers = [];
+  async function night() {
+    const emit = (message) => sleepWatchers.forEach((w) => w(message));
     state.sleeping = true;
+    emit({ kind: "started" });
     const stages = ["collect", "judge", "predict", "understand", "advantage"];
     for (const s of stages) {
       emit({ kind: "progress", event: { type: "stage_started", stage: s } });
@@ -240,11 +242,14 @@
     },
     list_nights: () => state.nights,
     sleep_estimate: () => ({ messages: 12, channels: 2, seconds: 164, model: state.modelPath, running: state.sleeping }),
-    start_sleep: ({ onEvent }) => {
+    start_sleep: () => {
       if (state.sleeping) throw "a night is already running";
-      void night(onEvent);
+      void night();
     },
-    watch_sleep: () => state.sleeping,
+    watch_sleep: ({ onEvent }) => {
+      sleepWatchers.push(streamer(onEvent));
+      return state.sleeping;
+    },
     cancel_sleep: () => undefined,
     list_checkpoints: () => state.checkpoints,
     rollback_checkpoint: ({ id }) => {

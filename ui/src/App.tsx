@@ -31,6 +31,15 @@ export function App() {
     refresh();
   }, [refresh]);
 
+  // The model loads in the background and the schedule may start a night:
+  // keep the top bar current.
+  useEffect(() => {
+    const timer = window.setInterval(() => {
+      api.appStatus().then(setStatus).catch(() => undefined);
+    }, 5000);
+    return () => window.clearInterval(timer);
+  }, []);
+
   useEffect(() => {
     api
       .getSettings()

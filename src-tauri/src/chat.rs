@@ -49,15 +49,6 @@ fn channel_view(c: reverie_store::Channel) -> ChannelView {
     }
 }
 
-pub fn role_name(r: MessageRole) -> &'static str {
-    match r {
-        MessageRole::System => "system",
-        MessageRole::User => "user",
-        MessageRole::Assistant => "assistant",
-        MessageRole::Tool => "tool",
-    }
-}
-
 fn channel_named(app: &App, name: &str) -> Reply<reverie_store::Channel> {
     match app.store.channel_by_name(name)? {
         Some(c) => Ok(c),
@@ -136,7 +127,7 @@ pub async fn channel_history(app: State<'_, Arc<App>>, name: String) -> Reply<Ve
             .collect();
         out.push(MessageView {
             id: m.id.0,
-            role: role_name(m.role),
+            role: m.role.as_str(),
             text: m.text,
             created_ms: m.created_ms,
             tool_calls,

@@ -192,16 +192,6 @@ pub struct EpisodeView {
     pub token_text: bool,
 }
 
-fn token_role(r: TokenRole) -> &'static str {
-    match r {
-        TokenRole::Context => "context",
-        TokenRole::Action => "action",
-        TokenRole::Env => "env",
-        TokenRole::User => "user",
-        TokenRole::Warning => "warning",
-    }
-}
-
 #[tauri::command]
 pub async fn episode(
     app: State<'_, Arc<App>>,
@@ -257,14 +247,14 @@ pub async fn episode(
                     piece: engine
                         .as_ref()
                         .map_or_else(|| format!("#{id} "), |e| e.detokenize(&[id], true)),
-                    role: token_role(role),
+                    role: role.as_str(),
                     advantage,
                 }
             })
             .collect();
         messages.push(EpisodeMessage {
             id: m.id.0,
-            role: crate::chat::role_name(m.role),
+            role: m.role.as_str(),
             text: m.text,
             created_ms: m.created_ms,
             tokens,

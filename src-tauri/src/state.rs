@@ -136,15 +136,12 @@ impl App {
     /// swapped in without losing any channel.
     pub fn choose_model(&self, path: &std::path::Path) -> anyhow::Result<PathBuf> {
         let path = reverie_models::active::set_active(&self.home, path)?;
-        lock(&self.launch).model = Some(path.clone());
-        if let Some(rt) = self.loaded() {
-            rt.engine.swap_model(&path)?;
-            self.services.set_model_name(&rt.engine.info().name);
-        }
+        self.wake_up(&path)?;
         Ok(path)
     }
 
-    /// After a night: the active model may have changed; wake up on it.
+    /// Runs `path` from now on (after a night, a rollback or a choice),
+    /// swapped in without losing any channel.
     pub fn wake_up(&self, deployed: &std::path::Path) -> anyhow::Result<()> {
         lock(&self.launch).model = Some(deployed.to_path_buf());
         if let Some(rt) = self.loaded() {

@@ -1,21 +1,20 @@
 import { useEffect, useState } from "react";
 import { bytes } from "./format";
 import { api, errorText } from "./ipc";
+import { useSettings } from "./useSettings";
 import type { HealthView, ModelChoice, Settings } from "./types";
 
 export function SettingsView({ channel, onChanged }: { channel: string; onChanged: () => void }) {
-  const [s, setS] = useState<Settings | null>(null);
   const [models, setModels] = useState<ModelChoice[]>([]);
   const [path, setPath] = useState("");
   const [health, setHealth] = useState<HealthView | null>(null);
-  const [status, setStatus] = useState<string | null>(null);
+  const { settings: s, save, status, setStatus } = useSettings();
   const [busy, setBusy] = useState(false);
 
   useEffect(() => {
-    api.getSettings().then(setS).catch((e) => setStatus(errorText(e)));
     api.listModels().then(setModels).catch((e) => setStatus(errorText(e)));
     api.health(channel).then(setHealth).catch((e) => setStatus(errorText(e)));
-  }, [channel]);
+  }, [channel, setStatus]);
 
   const choose = async (p: string) => {
     setBusy(true);
@@ -32,15 +31,6 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
     }
   };
 
-  const save = (next: Settings) =>
-    api
-      .setSettings(next)
-      .then(() => {
-        setS(next);
-        setStatus("Saved.");
-        document.documentElement.dataset.theme = next.theme;
-      })
-      .catch((e) => setStatus(errorText(e)));
 
   const num = (v: string) => (v === "" ? 0 : Number(v));
   return (

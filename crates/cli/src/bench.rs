@@ -35,23 +35,7 @@ pub enum BenchCommand {
         json: bool,
     },
     /// Does a night help: eval, nights of practice + sleep, eval again.
-    Nights {
-        #[arg(long)]
-        model: Option<PathBuf>,
-        /// The family practised and trained on.
-        #[arg(long, default_value = "arithmetic")]
-        family: String,
-        #[arg(long, default_value_t = 3)]
-        nights: usize,
-        /// Practice tasks per night.
-        #[arg(long, default_value_t = 16)]
-        practice: usize,
-        /// Eval tasks per family, before and after.
-        #[arg(long, default_value_t = 20)]
-        eval: usize,
-        #[arg(long)]
-        json: bool,
-    },
+    Nights(crate::bench_nights::NightsArgs),
     /// LoRA step tokens/s and peak memory: ours vs PyTorch + PEFT.
     Train {
         #[arg(long)]
@@ -93,24 +77,7 @@ struct Speeds {
 
 pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        BenchCommand::Nights {
-            model,
-            family,
-            nights,
-            practice,
-            eval,
-            json,
-        } => crate::bench_nights::nights(
-            home,
-            crate::bench_nights::NightsArgs {
-                model,
-                family,
-                nights,
-                practice,
-                eval,
-                json,
-            },
-        ),
+        BenchCommand::Nights(a) => crate::bench_nights::nights(home, a),
         BenchCommand::Decode {
             engine,
             prompt_tokens,

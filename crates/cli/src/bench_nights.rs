@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
 use reverie_practice::Family;
@@ -15,13 +16,23 @@ use reverie_store::Store;
 use crate::output;
 use crate::practice_cmd::{eval_config, practice_config, success_rate};
 
+#[derive(Args)]
 pub struct NightsArgs {
-    pub model: Option<PathBuf>,
-    pub family: String,
-    pub nights: usize,
-    pub practice: usize,
-    pub eval: usize,
-    pub json: bool,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The family practised and trained on.
+    #[arg(long, default_value = "arithmetic")]
+    family: String,
+    #[arg(long, default_value_t = 3)]
+    nights: usize,
+    /// Practice tasks per night.
+    #[arg(long, default_value_t = 16)]
+    practice: usize,
+    /// Eval tasks per family, before and after.
+    #[arg(long, default_value_t = 20)]
+    eval: usize,
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {

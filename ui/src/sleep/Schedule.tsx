@@ -1,23 +1,9 @@
-import { useEffect, useState } from "react";
-import { api, errorText } from "../ipc";
-import type { Settings } from "../types";
+import { useSettings } from "../useSettings";
 
 /** When the night starts by itself: a time of day, or after a while idle. */
 export function Schedule() {
-  const [s, setS] = useState<Settings | null>(null);
-  const [status, setStatus] = useState<string | null>(null);
-  useEffect(() => {
-    api.getSettings().then(setS).catch((e) => setStatus(errorText(e)));
-  }, []);
+  const { settings: s, save, status } = useSettings();
   if (!s) return null;
-  const save = (next: Settings) =>
-    api
-      .setSettings(next)
-      .then(() => {
-        setS(next);
-        setStatus("Saved.");
-      })
-      .catch((e) => setStatus(errorText(e)));
   return (
     <div className="schedule">
       <h3>Schedule</h3>

@@ -26,8 +26,11 @@ pub struct NightsArgs {
     #[arg(long, default_value_t = 3)]
     nights: usize,
     /// Practice tasks per night.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 8)]
     practice: usize,
+    /// Attempts per practice task (the night's baseline for each task).
+    #[arg(long, default_value_t = 4)]
+    samples: usize,
     /// Eval tasks per family, before and after.
     #[arg(long, default_value_t = 20)]
     eval: usize,
@@ -73,7 +76,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     for i in 0..a.nights {
         let t = Instant::now();
         let model = reverie_models::active::resolve(&bench, None)?;
-        let cfg = practice_config(&bench, family, a.practice, None, None, 0.7, 8)?;
+        let mut cfg = practice_config(&bench, family, a.practice, None, None, 0.7, 8)?;
+        cfg.samples = a.samples;
         let practised = success_rate(&bench, &model, &cfg)?;
         let practice_s = t.elapsed().as_secs_f64();
         let store = Store::open(&bench)?;
@@ -116,6 +120,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "family": family.as_str(),
         "eval_tasks": a.eval,
         "practice_tasks_per_night": a.practice,
+        "attempts_per_task": a.samples,
         "nights": per_night,
         "trained_before": trained_before,
         "trained_after": trained_after,

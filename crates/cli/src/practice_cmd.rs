@@ -21,6 +21,10 @@ pub struct PracticeArgs {
     /// How many tasks.
     #[arg(long, default_value_t = 8)]
     n: usize,
+    /// Attempts per task; with two or more, the night judges each attempt
+    /// against its task's pass rate.
+    #[arg(long, default_value_t = 4)]
+    samples: usize,
     /// Task seed (default: a new one each run).
     #[arg(long)]
     seed: Option<u64>,
@@ -76,7 +80,7 @@ fn batch(home: &Home, engine: &EngineArgs, cfg: RunConfig, json: bool) -> anyhow
             eprintln!(
                 "{:>3}/{} {mark}  {}  ({} tool calls)",
                 i + 1,
-                cfg.n,
+                cfg.episodes(),
                 output::shorten(&e.verdict.why, 90),
                 e.tool_calls
             );
@@ -131,6 +135,7 @@ pub fn practice_config(
     Ok(RunConfig {
         family,
         n,
+        samples: 1,
         seed,
         difficulty,
         eval: false,
@@ -157,6 +162,7 @@ pub fn eval_config(
     RunConfig {
         family,
         n,
+        samples: 1,
         seed,
         difficulty,
         eval: true,
@@ -174,7 +180,7 @@ pub fn eval_config(
 
 pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
     let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
-    let cfg = practice_config(
+    let mut cfg = practice_config(
         home,
         family,
         a.n,
@@ -183,6 +189,7 @@ pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
         a.temperature,
         a.max_tool_calls,
     )?;
+    cfg.samples = a.samples;
     batch(home, &a.engine, cfg, a.json)
 }
 

@@ -1,6 +1,64 @@
 //! Advantage = reward − predicted reward, with the turn delta folded into
 //! the reward of solved sub-tasks only (fewer turns is better only when the
-//! task succeeded).
+//! task succeeded). Attempts of one practice task are compared with each
+//! other instead, and the understanding pass adds a second opinion.
+
+use std::collections::HashMap;
+
+use reverie_train::data::group_baseline;
+
+use crate::config::NightConfig;
+use crate::judge::JudgedTask;
+use crate::value::Prediction;
+
+/// Every task's advantage, `None` where there is nothing to compare with:
+/// - one of two or more attempts of a practice task: its reward against
+///   the group's baseline ([`group_baseline`]), which is measured, not
+///   guessed;
+/// - otherwise its reward against the value model's prediction
+///   ([`advantage`]);
+/// - then, where the understanding pass scored the task, the mean of that
+///   and the understanding advantage (score − the night's mean score).
+pub fn task_advantages(
+    tasks: &[JudgedTask],
+    preds: &[Option<Prediction>],
+    understanding: &[Option<f32>],
+    cfg: &NightConfig,
+) -> Vec<Option<f32>> {
+    let mut groups: HashMap<&str, Vec<f32>> = HashMap::new();
+    for t in tasks {
+        if let Some(g) = &t.group {
+            groups.entry(g).or_default().push(t.reward);
+        }
+    }
+    let scored: Vec<f32> = understanding.iter().flatten().copied().collect();
+    let mean_score = scored.iter().sum::<f32>() / scored.len().max(1) as f32;
+    tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let group = t.group.as_deref().and_then(|g| groups.get(g));
+            let task = match (group, preds.get(i).and_then(Option::as_ref)) {
+                (Some(rs), _) if rs.len() >= 2 => {
+                    Some(t.reward - group_baseline(rs, cfg.train.loss.beta1))
+                }
+                (_, Some(p)) => Some(advantage(
+                    t.reward,
+                    t.turns,
+                    p.reward,
+                    p.turns,
+                    cfg.success_threshold,
+                    cfg.turn_weight,
+                )),
+                _ => None,
+            }?;
+            Some(match understanding.get(i).copied().flatten() {
+                Some(score) => (task + (score - mean_score)) / 2.0,
+                None => task,
+            })
+        })
+        .collect()
+}
 
 pub fn advantage(
     reward: f32,
@@ -30,5 +88,72 @@ mod tests {
         assert!((advantage(0.2, 1, 0.5, 4, 0.5, 0.1) - (-0.3)).abs() < 1e-6);
         // solved but slower than expected: a small penalty
         assert!(advantage(0.9, 8, 0.9, 4, 0.5, 0.1) < 0.0);
+    }
+
+    fn task(reward: f32, group: Option<&str>) -> JudgedTask {
+        JudgedTask {
+            channel: 1,
+            description: "t".into(),
+            first: 0,
+            last: 1,
+            turns: 1,
+            reward,
+            reason: String::new(),
+            group: group.map(String::from),
+        }
+    }
+
+    fn pred(reward: f32) -> Option<Prediction> {
+        Some(Prediction {
+            reward,
+            turns: 1,
+            tokens: Default::default(),
+        })
+    }
+
+    #[test]
+    fn attempts_of_one_task_are_judged_against_each_other() {
+        let cfg = NightConfig::default();
+        let tasks = [
+            task(1.0, Some("a")),
+            task(0.0, Some("a")),
+            task(0.0, Some("b")),
+            task(0.0, Some("b")),
+            task(1.0, Some("lonely")),
+            task(0.5, None),
+            task(0.5, None),
+        ];
+        // The value model thinks everything passes; for grouped attempts it
+        // is not asked.
+        let preds = [
+            pred(1.0),
+            pred(1.0),
+            pred(1.0),
+            pred(1.0),
+            pred(0.25),
+            pred(0.25),
+            None,
+        ];
+        let advs = task_advantages(&tasks, &preds, &[None; 7], &cfg);
+        let v = group_baseline(&[1.0, 0.0], cfg.train.loss.beta1);
+        assert!((advs[0].unwrap() - (1.0 - v)).abs() < 1e-6 && advs[0].unwrap() > 0.0);
+        assert!((advs[1].unwrap() + v).abs() < 1e-6 && advs[1].unwrap() < 0.0);
+        assert_eq!(advs[2], Some(0.0), "all attempts failed: nothing to learn");
+        assert_eq!(advs[3], Some(0.0));
+        assert!(
+            (advs[4].unwrap() - 0.75).abs() < 1e-6,
+            "a single attempt falls back to the value model"
+        );
+        assert!((advs[5].unwrap() - 0.25).abs() < 1e-6);
+        assert_eq!(advs[6], None, "no group and no prediction");
+    }
+
+    #[test]
+    fn the_understanding_score_is_averaged_in_against_the_nights_mean() {
+        let cfg = NightConfig::default();
+        let tasks = [task(0.5, None), task(0.5, None), task(0.5, None)];
+        let preds = [pred(0.5), pred(0.5), pred(0.5)];
+        let advs = task_advantages(&tasks, &preds, &[Some(1.0), Some(0.0), None], &cfg);
+        assert_eq!(advs, vec![Some(0.25), Some(-0.25), Some(0.0)]);
     }
 }

@@ -25,6 +25,10 @@ pub struct JudgedTask {
     /// In `[0, 1]`.
     pub reward: f32,
     pub reason: String,
+    /// Attempts of one practice task share a group: each is judged against
+    /// the group's pass rate instead of the value model's guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -154,6 +158,7 @@ pub fn judge_window(
                 turns: t.turns,
                 reward: t.reward.min(10) as f32 / 10.0,
                 reason: t.reason,
+                group: None,
             })
             .collect();
         if tasks.is_empty() {

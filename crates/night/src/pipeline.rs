@@ -11,7 +11,7 @@ use reverie_train::data::Sequence;
 use reverie_train::{Model, Trainer};
 use serde_json::{json, Value};
 
-use crate::advantage::advantage;
+use crate::advantage::task_advantages;
 use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
@@ -349,22 +349,9 @@ fn stages(
         serde_json::from_value(night.report["predictions"].clone()).unwrap_or_default();
     if !night.done(Stage::Advantage) {
         let t = night.start(Stage::Advantage);
-        let advs: Vec<Option<f32>> = tasks
-            .iter()
-            .zip(&preds)
-            .map(|(t, p)| {
-                p.as_ref().map(|p| {
-                    advantage(
-                        t.reward,
-                        t.turns,
-                        p.reward,
-                        p.turns,
-                        cfg.success_threshold,
-                        cfg.turn_weight,
-                    )
-                })
-            })
-            .collect();
+        let understood: Vec<Option<f32>> =
+            serde_json::from_value(night.report["understanding"].clone()).unwrap_or_default();
+        let advs = task_advantages(&tasks, &preds, &understood, cfg);
         let judged: Vec<f32> = tasks.iter().map(|t| t.reward).collect();
         let predicted: Vec<f32> = preds.iter().flatten().map(|p| p.reward).collect();
         night.report["advantages"] = json!(advs);
@@ -676,6 +663,7 @@ mod tests {
             turns: 1,
             reward: 1.0,
             reason: String::new(),
+            group: None,
         };
         let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], -1.0).unwrap();
         assert_eq!(seqs.len(), 1);

@@ -40,6 +40,7 @@ pub fn episode_tasks(
                 .count() as u32,
             reward: if e.passed { 1.0 } else { 0.0 },
             reason: format!("checked by program: {}", e.why),
+            group: Some(format!("{}: {}", e.family, e.prompt)),
         });
     }
     Ok((tasks, skip))
@@ -92,5 +93,10 @@ mod tests {
             (p.0, 1, 2, 1, 1.0)
         );
         assert!(t.reason.starts_with("checked by program"));
+        assert_eq!(
+            t.group.as_deref(),
+            Some("arithmetic: Start with 2. Add 3."),
+            "attempts of one task share a group"
+        );
     }
 }

@@ -53,6 +53,7 @@ mod tests {
             turns: 1,
             reward,
             reason: String::new(),
+            group: None,
         }
     }
 

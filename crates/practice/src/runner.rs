@@ -21,6 +21,10 @@ check your work, and end with the answer in the form the task asks for.";
 pub struct RunConfig {
     pub family: Family,
     pub n: usize,
+    /// Attempts per task, each with its own sampling seed. Two or more give
+    /// the night a group per task whose pass rate is the baseline each
+    /// attempt is judged against (no guess from the value model needed).
+    pub samples: usize,
     /// Task `i` uses seed `seed + i`; the same seed gives the same tasks.
     pub seed: u64,
     pub difficulty: u32,
@@ -42,7 +46,15 @@ pub struct Episode {
     pub tool_calls: usize,
 }
 
-/// Runs `cfg.n` tasks; `on(i, episode)` after each. A task that fails to
+impl RunConfig {
+    /// Episodes the batch records: tasks × attempts.
+    pub fn episodes(&self) -> usize {
+        self.n * self.samples.max(1)
+    }
+}
+
+/// Runs `cfg.n` tasks, `cfg.samples` attempts each; `on(i, episode)` after
+/// each attempt. A task that fails to
 /// run (not to be solved) counts as failed with the error as its reason.
 pub fn run(
     engine: &Engine,
@@ -67,15 +79,24 @@ pub fn run(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let kind = if cfg.eval { "eval" } else { "practice" };
-    let mut out = Vec::with_capacity(cfg.n);
-    for i in 0..cfg.n {
+    let samples = cfg.samples.max(1);
+    let mut out = Vec::with_capacity(cfg.episodes());
+    for (i, attempt) in (0..cfg.n).flat_map(|i| (0..samples).map(move |s| (i, s))) {
         if cancel.is_cancelled() {
             break;
         }
         let task = cfg
             .family
             .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty);
-        let name = format!("{kind}/{}/{stamp}-{i}", cfg.family.as_str());
+        let name = if samples == 1 {
+            format!("{kind}/{}/{stamp}-{i}", cfg.family.as_str())
+        } else {
+            format!("{kind}/{}/{stamp}-{i}.{attempt}", cfg.family.as_str())
+        };
+        let params = SamplingParams {
+            seed: cfg.params.seed.wrapping_add(attempt as u32),
+            ..cfg.params.clone()
+        };
         let channel = store.ensure_channel(&name)?;
         let toolbox = Toolbox::open(store.clone(), channel, services.clone())?;
         let workspace = toolbox.workspace().root().to_path_buf();
@@ -86,7 +107,7 @@ pub fn run(
             ChannelSession::open(engine, store, &name, SOLVER_PROMPT)?.with_tools(setup);
         session.set_reply_constraint(cfg.reply_constraint.map(|f| f(&task)));
         let (reply, tool_calls, verdict) =
-            match session.send(&task.prompt, &cfg.params, cancel, &mut |_| {}) {
+            match session.send(&task.prompt, &params, cancel, &mut |_| {}) {
                 Ok(o) => {
                     let v = check(&task, &o.reply, &workspace);
                     (o.reply, o.tool_calls, v)
@@ -117,7 +138,7 @@ pub fn run(
             reply,
             tool_calls,
         };
-        on(i, &ep);
+        on(out.len(), &ep);
         out.push(ep);
     }
     Ok(out)

@@ -47,6 +47,7 @@ fn config(family: Family, eval: bool) -> RunConfig {
     RunConfig {
         family,
         n: 2,
+        samples: 1,
         seed: 11,
         difficulty: 2,
         eval,
@@ -103,6 +104,46 @@ fn attempts_are_recorded_with_their_verdicts_and_only_the_familys_tools() {
             .any(|m| m.role == MessageRole::User && m.text == e.task.prompt));
     }
     let _ = &s.home;
+}
+
+#[test]
+fn each_task_is_attempted_the_asked_number_of_times_with_its_own_seed() {
+    let s = setup();
+    let mut cfg = config(Family::Strings, false);
+    cfg.samples = 3;
+    cfg.params.temperature = 1.0;
+    cfg.params.top_k = 0;
+    let mut seen = Vec::new();
+    let eps = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &cfg,
+        &CancelFlag::default(),
+        &mut |i, e| seen.push((i, e.channel.clone())),
+    )
+    .unwrap();
+    assert_eq!(eps.len(), 6);
+    assert_eq!(
+        seen.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        (0..6).collect::<Vec<_>>()
+    );
+    let prompts: Vec<&str> = eps.iter().map(|e| e.task.prompt.as_str()).collect();
+    assert!(
+        prompts[..3].iter().all(|p| *p == prompts[0]),
+        "one task, three attempts"
+    );
+    assert!(prompts[3..].iter().all(|p| *p == prompts[3]));
+    assert_ne!(prompts[0], prompts[3]);
+    let channels: std::collections::HashSet<&String> = eps.iter().map(|e| &e.channel).collect();
+    assert_eq!(channels.len(), 6, "every attempt has its own channel");
+    assert!(eps[0].channel.ends_with("-0.0") && eps[5].channel.ends_with("-1.2"));
+    let replies: std::collections::HashSet<&String> = eps[..3].iter().map(|e| &e.reply).collect();
+    assert!(
+        replies.len() > 1,
+        "attempts are sampled with different seeds: {replies:?}"
+    );
+    assert_eq!(s.store.episodes_since(0).unwrap().len(), 6);
 }
 
 #[test]

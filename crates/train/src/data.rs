@@ -112,6 +112,19 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Sequence>, TrainError> {
     Ok(out)
 }
 
+/// OAPL's value of a group of rewards: `β1 · ln mean exp(r / β1)`, a soft
+/// maximum that tends to the mean as `β1` grows and to the best reward as
+/// it shrinks.
+pub fn group_baseline(rewards: &[f32], beta1: f32) -> f32 {
+    let max = rewards.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mean_exp = rewards
+        .iter()
+        .map(|r| ((r - max) / beta1).exp())
+        .sum::<f32>()
+        / rewards.len() as f32;
+    max + beta1 * mean_exp.ln()
+}
+
 /// Replaces the advantage of sequences in groups of two or more by
 /// `r − β1 · ln(mean exp(r / β1))` over their group.
 pub fn apply_group_baselines(seqs: &mut [Sequence], beta1: f32) {
@@ -123,9 +136,7 @@ pub fn apply_group_baselines(seqs: &mut [Sequence], beta1: f32) {
     }
     for idx in groups.values().filter(|v| v.len() >= 2) {
         let rs: Vec<f32> = idx.iter().map(|&i| seqs[i].reward.unwrap_or(0.0)).collect();
-        let max = rs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mean_exp = rs.iter().map(|r| ((r - max) / beta1).exp()).sum::<f32>() / rs.len() as f32;
-        let v_star = max + beta1 * mean_exp.ln();
+        let v_star = group_baseline(&rs, beta1);
         for (&i, r) in idx.iter().zip(rs) {
             seqs[i].advantage = r - v_star;
         }

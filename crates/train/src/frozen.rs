@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor};
+use gemm::Parallelism;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant.
 #[derive(Clone)]
@@ -52,10 +53,56 @@ impl CustomOp1 for Op {
         let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
             candle_core::Error::Msg("frozen matmul input must be contiguous".into())
         })?;
-        let x = Tensor::from_slice(&data[start..end], layout.shape(), &candle_core::Device::Cpu)?;
-        let y = x.matmul(&self.w.t()?)?;
-        let shape = y.shape().clone();
-        Ok((CpuStorage::F32(y.flatten_all()?.to_vec1::<f32>()?), shape))
+        let x = &data[start..end];
+        let dims = layout.shape().dims();
+        let (&inp, rows) = match dims.split_last() {
+            Some((last, rest)) => (last, rest.iter().product::<usize>()),
+            None => candle_core::bail!("frozen matmul needs at least one dimension"),
+        };
+        let (out, w_in) = self.w.dims2()?;
+        if w_in != inp {
+            candle_core::bail!("frozen matmul: input width {inp}, weight [{out}, {w_in}]");
+        }
+        let (storage, w_layout) = self.w.storage_and_layout();
+        let w = match (&*storage, w_layout.contiguous_offsets()) {
+            (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => &v[a..b],
+            _ => candle_core::bail!("frozen matmul expects a contiguous f32 weight on the CPU"),
+        };
+        let mut y = vec![0f32; rows * out];
+        let threads = rayon::current_num_threads();
+        let par = if threads > 1 {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
+        // SAFETY: y is rows×out, x rows×inp, w out×inp (read as its
+        // transpose through the strides); all contiguous.
+        unsafe {
+            gemm::gemm(
+                rows,
+                out,
+                inp,
+                y.as_mut_ptr(),
+                1,
+                out as isize,
+                false,
+                x.as_ptr(),
+                1,
+                inp as isize,
+                w.as_ptr(),
+                inp as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            )
+        };
+        let mut shape = dims.to_vec();
+        *shape.last_mut().expect("checked above") = out;
+        Ok((CpuStorage::F32(y), Shape::from(shape)))
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {

@@ -4,19 +4,26 @@
 //! forward pass of `llama`, `qwen2`, `qwen3` and `gemma3` in GGUF tensor names
 //! and layouts, matching llama.cpp's numerics (interleaved RoPE for `llama`,
 //! NeoX RoPE for the others, QK-norm, gemma's scaled embeddings, sandwich norms,
-//! sliding-window layers and GELU-tanh). Every op is composed from candle ops
-//! that have a backward pass; the fused ones that silently drop gradients
-//! (`softmax_last_dim`, `rms_norm`, `rope`) are never used. Frozen base weights
-//! sit behind [`frozen::FrozenMatmul`], whose backward returns only the input
-//! gradient, so no gradient is ever computed or stored for them.
+//! sliding-window layers and GELU-tanh). Element-wise work is composed from
+//! candle ops that have a backward pass; candle's fused ones that silently
+//! drop gradients (`softmax_last_dim`, `rms_norm`, `rope`) are never used.
+//! The three heavy ops are written here with their own backward passes:
+//! [`frozen::FrozenMatmul`] (frozen base weights: only the input gradient is
+//! ever computed), [`attention::attention`] (causal, grouped-query, sliding
+//! window, memory linear in the sequence length) and
+//! [`lm_head::target_logprobs`] (the vocabulary projection and log-softmax,
+//! one block of logits at a time).
 //!
 //! This crate must never touch the store or llama.cpp: it takes token ids with
 //! roles and returns numbers and files.
 
+pub mod attention;
 pub mod data;
 pub mod export;
 pub mod frozen;
+pub mod heap;
 pub mod hparams;
+pub mod lm_head;
 pub mod lora;
 pub mod loss;
 pub mod model;

@@ -5,11 +5,13 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file;
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
+use crate::attention::attention;
 use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
 use crate::hparams::{Family, Hparams};
+use crate::lm_head::target_logprobs;
 use crate::lora::Lora;
 use crate::ops;
 
@@ -201,7 +203,7 @@ impl Model {
         self.layers.len()
     }
 
-    /// Position tables and masks for sequences of length `t`.
+    /// Position tables for sequences of length `t`.
     pub fn positions(&self, t: usize) -> candle_core::Result<Positions> {
         let hp = &self.hp;
         let (cos, sin) = ops::rope_tables(t, hp.head_dim, hp.rope_base, &self.device)?;
@@ -212,8 +214,6 @@ impl Model {
             sin,
             cos_swa,
             sin_swa,
-            mask: ops::causal_mask(t, None, &self.device)?,
-            mask_swa: ops::causal_mask(t, hp.sliding_window, &self.device)?,
         })
     }
 
@@ -229,7 +229,6 @@ impl Model {
         let l = &self.layers[il];
         let t = pos.t;
         let scale = 1.0 / (hp.head_dim as f64).sqrt();
-        let group = hp.n_head / hp.n_head_kv;
         let name = |s: &str| format!("blk.{il}.{s}.weight");
         let swa = hp.is_swa(il);
         let x = ops::rms_norm(h, &l.attn_norm, hp.eps)?;
@@ -252,27 +251,8 @@ impl Model {
         };
         let q = ops::rope(&q, c, s, hp.interleaved_rope())?;
         let k = ops::rope(&k, c, s, hp.interleaved_rope())?;
-        // [heads, t, d]; each group of query heads shares one kv head.
-        let q = q.transpose(0, 1)?.contiguous()?;
-        let k = k.transpose(0, 1)?.contiguous()?;
-        let v = v.transpose(0, 1)?.contiguous()?;
-        let (k, v) = if group > 1 {
-            let rep = |x: &Tensor| -> candle_core::Result<Tensor> {
-                x.unsqueeze(1)?
-                    .expand((hp.n_head_kv, group, t, hp.head_dim))?
-                    .reshape((hp.n_head, t, hp.head_dim))
-            };
-            (rep(&k)?, rep(&v)?)
-        } else {
-            (k, v)
-        };
-        let scores = (q.matmul(&k.t()?)? * scale)?;
-        let scores = scores.broadcast_add(if swa { &pos.mask_swa } else { &pos.mask })?;
-        let p = ops::softmax(&scores)?;
-        let attn = p
-            .matmul(&v)?
-            .transpose(0, 1)?
-            .reshape((t, hp.n_head * hp.head_dim))?;
+        let window = if swa { hp.sliding_window } else { None };
+        let attn = attention(&q, &k, &v, window, scale)?.reshape((t, hp.n_head * hp.head_dim))?;
         let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
         if let Some(n) = &l.post_attn_norm {
             o = ops::rms_norm(&o, n, hp.eps)?;
@@ -309,8 +289,8 @@ impl Model {
     }
 
     /// log p(`ids[i+1]` | `ids[..=i]`) for every `i`, shape `[t-1]`. The LM
-    /// head and log-softmax run in chunks of `chunk` positions so the full
-    /// `[t, vocab]` matrix never exists at once.
+    /// head and log-softmax run `chunk` positions at a time, so the full
+    /// `[t, vocab]` matrix never exists.
     pub fn token_logprobs(
         &self,
         ids: &[i32],
@@ -337,32 +317,17 @@ impl Model {
         chunk: usize,
     ) -> candle_core::Result<Tensor> {
         let t = ids.len();
-        let h = ops::rms_norm(h, &self.output_norm, self.hp.eps)?;
-        let mut parts = Vec::new();
-        let mut start = 0;
-        while start < t - 1 {
-            let n = chunk.max(1).min(t - 1 - start);
-            let logits = self.output.forward(&h.narrow(0, start, n)?)?;
-            let lp = ops::log_softmax(&logits)?;
-            let targets: Vec<u32> = ids[start + 1..start + 1 + n]
-                .iter()
-                .map(|&i| i as u32)
-                .collect();
-            let targets = Tensor::from_vec(targets, (n, 1), &self.device)?;
-            parts.push(lp.gather(&targets, D::Minus1)?.squeeze(1)?);
-            start += n;
-        }
-        Tensor::cat(&parts, 0)
+        let h = ops::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
+        let targets: Vec<u32> = ids[1..].iter().map(|&i| i as u32).collect();
+        target_logprobs(&h, self.output.weight(), &targets, chunk)
     }
 }
 
-/// RoPE tables and attention masks shared by every layer of one sequence.
+/// RoPE tables shared by every layer of one sequence.
 pub struct Positions {
     t: usize,
     cos: Tensor,
     sin: Tensor,
     cos_swa: Tensor,
     sin_swa: Tensor,
-    mask: Tensor,
-    mask_swa: Tensor,
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::{apply_group_baselines, Sequence};
 use crate::error::TrainError;
+use crate::heap::HeapHold;
 use crate::lora::{Lora, LoraConfig};
 use crate::loss::{sequence_loss, LossConfig, LossTerms};
 use crate::model::Model;
@@ -77,6 +78,7 @@ pub struct Trainer<'m> {
     step: usize,
     started: Instant,
     steps_this_session: usize,
+    _heap: HeapHold,
 }
 
 const CHECKPOINT: &str = "checkpoint";
@@ -102,6 +104,7 @@ impl<'m> Trainer<'m> {
         for (i, s) in data.iter().enumerate() {
             s.validate(model.hp.n_vocab, i + 1)?;
         }
+        let heap = HeapHold::new();
         apply_group_baselines(&mut data, cfg.loss.beta1);
         let lag = data
             .iter()
@@ -127,6 +130,7 @@ impl<'m> Trainer<'m> {
             step: 0,
             started: Instant::now(),
             steps_this_session: 0,
+            _heap: heap,
         })
     }
 
@@ -208,36 +212,15 @@ impl<'m> Trainer<'m> {
                 .detach();
             inputs.push(out);
         }
-        // The LM head in two passes, so only one chunk of `[positions,
-        // vocab]` activations is alive at a time: first the log-probs
-        // without a graph and the loss's gradient with respect to them, then
-        // each chunk again with its own backward.
-        let top = inputs[model.n_layer()].clone();
-        let lp = Var::from_tensor(&model.head_logprobs(&top, &seq.ids, self.cfg.chunk)?)?;
-        let (loss, terms) = sequence_loss(seq, lp.as_tensor(), lag, &self.cfg.loss)?;
-        let lp_grad = match (loss * weight)?.backward()?.get(lp.as_tensor()) {
+        // The LM head op keeps one block of logits alive at a time, in the
+        // forward and the backward pass alike.
+        let top = Var::from_tensor(&inputs[model.n_layer()])?;
+        let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk)?;
+        let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
+        let mut upstream = match (loss * weight)?.backward()?.get(top.as_tensor()) {
             Some(g) => g.clone(),
             None => return Ok((terms, vec![None; named.len()])),
         };
-        let t = seq.ids.len();
-        let chunk = self.cfg.chunk.max(1);
-        let mut parts = Vec::new();
-        let mut start = 0;
-        while start < t - 1 {
-            let n = chunk.min(t - 1 - start);
-            // Positions start..start+n predict ids start+1..=start+n.
-            let h = Var::from_tensor(&top.narrow(0, start, n + 1)?)?;
-            let lp = model.head_logprobs(h.as_tensor(), &seq.ids[start..start + n + 1], chunk)?;
-            let g = (lp * lp_grad.narrow(0, start, n)?)?.sum_all()?.backward()?;
-            let gh = g
-                .get(h.as_tensor())
-                .cloned()
-                .unwrap_or(h.as_tensor().zeros_like()?);
-            parts.push(gh.narrow(0, 0, n)?);
-            start += n;
-        }
-        parts.push(top.narrow(0, t - 1, 1)?.zeros_like()?);
-        let mut upstream = Tensor::cat(&parts, 0)?;
         let mut out: Vec<Option<Tensor>> = vec![None; named.len()];
         for il in (0..model.n_layer()).rev() {
             let x = Var::from_tensor(&inputs[il])?;

@@ -1,0 +1,531 @@
+//! Causal self-attention as one op with its own backward pass.
+//!
+//! Composed from candle ops, attention materializes `[heads, t, t]` scores,
+//! a mask of the same size and the softmax's intermediates, several times
+//! over in the backward pass: quadratic memory that rules out long
+//! sequences, and single-threaded element-wise work that dominates a step.
+//! Here each head runs on its own thread and visits a block of queries at a
+//! time: scores for the block against the keys it may see (one `gemm`),
+//! masking and softmax in place, then `P·V` (a second `gemm`). Only the
+//! per-row log-sum-exp is kept for the backward pass, which recomputes the
+//! block's probabilities from it (the flash-attention scheme), so memory
+//! grows with `t`, not `t²`. Grouped-query heads read their shared key/value
+//! head directly, and sliding-window layers skip keys outside the window.
+
+use std::sync::{Arc, Mutex};
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+/// Queries per block: scores for one block against `t` keys take
+/// `BLOCK · t` floats per thread.
+const BLOCK: usize = 128;
+
+/// `softmax(scale · q kᵀ + causal mask) v` for `q [t, heads, d]` and
+/// `k, v [t, kv_heads, d]`; query head `h` reads key/value head
+/// `h / (heads / kv_heads)`. With `window = Some(w)`, query `i` sees keys
+/// `i - w < j <= i`. Returns `[t, heads, d]`.
+pub fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    window: Option<usize>,
+    scale: f64,
+) -> Result<Tensor> {
+    attention_in_blocks(q, k, v, window, scale, BLOCK)
+}
+
+fn attention_in_blocks(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    window: Option<usize>,
+    scale: f64,
+    block: usize,
+) -> Result<Tensor> {
+    let (t, heads, d) = q.dims3()?;
+    let (tk, kv_heads, dk) = k.dims3()?;
+    if tk != t || dk != d || v.dims3()? != (t, kv_heads, d) || heads % kv_heads != 0 {
+        candle_core::bail!(
+            "attention: q {:?}, k {:?}, v {:?} do not fit together",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
+    }
+    let op = Attention {
+        dims: Dims {
+            t,
+            heads,
+            kv_heads,
+            d,
+            window,
+            scale: scale as f32,
+            block: block.max(1),
+        },
+        lse: Mutex::new(Vec::new()),
+    };
+    q.contiguous()?
+        .apply_op3_arc(&k.contiguous()?, &v.contiguous()?, Arc::new(Box::new(op)))
+}
+
+#[derive(Clone, Copy)]
+struct Dims {
+    t: usize,
+    heads: usize,
+    kv_heads: usize,
+    d: usize,
+    window: Option<usize>,
+    scale: f32,
+    block: usize,
+}
+
+impl Dims {
+    fn kv_head(&self, h: usize) -> usize {
+        h / (self.heads / self.kv_heads)
+    }
+
+    /// Blocks of queries `[b0, b1)` with the keys `[lo, b1)` any of them sees.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..self.t).step_by(self.block).map(move |b0| {
+            let b1 = (b0 + self.block).min(self.t);
+            let lo = self.window.map_or(0, |w| (b0 + 1).saturating_sub(w));
+            (b0, b1, lo)
+        })
+    }
+
+    fn visible(&self, i: usize, j: usize) -> bool {
+        j <= i && self.window.is_none_or(|w| i - j < w)
+    }
+
+    /// `dst[m, n] = beta · Q[b0..b0+m] · K[lo..lo+n]ᵀ` for head `h`.
+    fn scores(&self, dst: &mut [f32], q: &[f32], k: &[f32], h: usize, rows: (usize, usize, usize)) {
+        let (b0, m, lo) = rows;
+        let n = (b0 + m) - lo;
+        let g = self.kv_head(h);
+        debug_assert!(dst.len() >= m * n);
+        // SAFETY: every index the strides reach lies inside the slices:
+        // query rows b0..b0+m of head h, key rows lo..b0+m of head g.
+        unsafe {
+            gemm(
+                m,
+                n,
+                self.d,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                q.as_ptr().add((b0 * self.heads + h) * self.d),
+                1,
+                (self.heads * self.d) as isize,
+                k.as_ptr().add((lo * self.kv_heads + g) * self.d),
+                (self.kv_heads * self.d) as isize,
+                1,
+                0.0,
+                self.scale,
+                false,
+                false,
+                false,
+                Parallelism::None,
+            )
+        }
+    }
+}
+
+/// `dst[m, d] (+)= beta · a[m, n] · x[rows, d]`, where `x` is key/value head
+/// `g`'s rows `lo..lo+n` (or, with `transpose_a`, `a` is read as `[n, m]`
+/// and `x` is head `h` of the query-shaped tensor at rows `lo..lo+n`).
+#[allow(clippy::too_many_arguments)]
+fn mul_rows(
+    dims: &Dims,
+    dst: &mut [f32],
+    accumulate: bool,
+    a: &[f32],
+    (m, n): (usize, usize),
+    transpose_a: bool,
+    x: &[f32],
+    x_offset: usize,
+    x_row_stride: usize,
+    beta: f32,
+) {
+    debug_assert!(dst.len() >= m * dims.d && a.len() >= m * n);
+    let (a_cs, a_rs) = if transpose_a {
+        (m as isize, 1)
+    } else {
+        (1, n as isize)
+    };
+    // SAFETY: `a` holds m·n floats, `dst` m·d, and `x` rows
+    // x_offset.. x_offset + (n-1)·stride + d, all checked by the callers'
+    // block bounds.
+    unsafe {
+        gemm(
+            m,
+            dims.d,
+            n,
+            dst.as_mut_ptr(),
+            1,
+            dims.d as isize,
+            accumulate,
+            a.as_ptr(),
+            a_cs,
+            a_rs,
+            x.as_ptr().add(x_offset),
+            1,
+            x_row_stride as isize,
+            1.0,
+            beta,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    }
+}
+
+/// Forward pass: the output `[t, heads, d]` and each row's log-sum-exp
+/// `[heads, t]`.
+fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let Dims { t, heads, d, .. } = *dims;
+    let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..heads)
+        .into_par_iter()
+        .map(|h| {
+            let g = dims.kv_head(h);
+            let mut out = vec![0f32; t * d];
+            let mut lse = vec![0f32; t];
+            let mut s = vec![0f32; dims.block.min(t) * t];
+            for (b0, b1, lo) in dims.blocks() {
+                let (m, n) = (b1 - b0, b1 - lo);
+                dims.scores(&mut s, q, k, h, (b0, m, lo));
+                for r in 0..m {
+                    let i = b0 + r;
+                    let row = &mut s[r * n..(r + 1) * n];
+                    let mut max = f32::NEG_INFINITY;
+                    for (jj, x) in row.iter_mut().enumerate() {
+                        if dims.visible(i, lo + jj) {
+                            max = max.max(*x);
+                        } else {
+                            *x = f32::NEG_INFINITY;
+                        }
+                    }
+                    let mut sum = 0f32;
+                    for x in row.iter_mut() {
+                        *x = (*x - max).exp();
+                        sum += *x;
+                    }
+                    let inv = 1.0 / sum;
+                    row.iter_mut().for_each(|x| *x *= inv);
+                    lse[i] = max + sum.ln();
+                }
+                let kv_stride = dims.kv_heads * d;
+                mul_rows(
+                    dims,
+                    &mut out[b0 * d..b1 * d],
+                    false,
+                    &s,
+                    (m, n),
+                    false,
+                    v,
+                    (lo * dims.kv_heads + g) * d,
+                    kv_stride,
+                    1.0,
+                );
+            }
+            (out, lse)
+        })
+        .collect();
+    let mut out = vec![0f32; t * heads * d];
+    let mut lse = Vec::with_capacity(heads * t);
+    for (h, (o, l)) in per_head.into_iter().enumerate() {
+        for i in 0..t {
+            out[(i * heads + h) * d..][..d].copy_from_slice(&o[i * d..][..d]);
+        }
+        lse.extend(l);
+    }
+    (out, lse)
+}
+
+/// Gradients `(dq, dk, dv)` from the inputs, the output `o`, its gradient
+/// `dout` and the forward pass's log-sum-exp.
+fn backward(
+    dims: &Dims,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    o: &[f32],
+    dout: &[f32],
+    lse: &[f32],
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let Dims {
+        t,
+        heads,
+        kv_heads,
+        d,
+        ..
+    } = *dims;
+    let q_stride = heads * d;
+    let kv_stride = kv_heads * d;
+    let per_head: Vec<[Vec<f32>; 3]> = (0..heads)
+        .into_par_iter()
+        .map(|h| {
+            let g = dims.kv_head(h);
+            let (mut dq, mut dk, mut dv) =
+                (vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]);
+            let cap = dims.block.min(t) * t;
+            let (mut p, mut dp) = (vec![0f32; cap], vec![0f32; cap]);
+            // D_i = dO_i · O_i, the softmax backward's row term.
+            let delta: Vec<f32> = (0..t)
+                .map(|i| {
+                    let at = (i * heads + h) * d;
+                    (0..d).map(|c| dout[at + c] * o[at + c]).sum()
+                })
+                .collect();
+            for (b0, b1, lo) in dims.blocks() {
+                let (m, n) = (b1 - b0, b1 - lo);
+                dims.scores(&mut p, q, k, h, (b0, m, lo));
+                for r in 0..m {
+                    let i = b0 + r;
+                    let l = lse[h * t + i];
+                    for (jj, x) in p[r * n..(r + 1) * n].iter_mut().enumerate() {
+                        *x = if dims.visible(i, lo + jj) {
+                            (*x - l).exp()
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+                // dP = dO · Vᵀ: the scores routine with dO as queries, V as keys.
+                let unscaled = Dims {
+                    scale: 1.0,
+                    ..*dims
+                };
+                unscaled.scores(&mut dp, dout, v, h, (b0, m, lo));
+                // dV[lo..b1] += Pᵀ · dO[b0..b1]
+                mul_rows(
+                    dims,
+                    &mut dv[lo * d..b1 * d],
+                    true,
+                    &p,
+                    (n, m),
+                    true,
+                    dout,
+                    (b0 * heads + h) * d,
+                    q_stride,
+                    1.0,
+                );
+                // dS = P ∘ (dP − D), in place of P.
+                for r in 0..m {
+                    let di = delta[b0 + r];
+                    let (pr, dpr) = (&mut p[r * n..(r + 1) * n], &dp[r * n..(r + 1) * n]);
+                    for (x, y) in pr.iter_mut().zip(dpr) {
+                        *x *= y - di;
+                    }
+                }
+                // dQ[b0..b1] = scale · dS · K[lo..b1]
+                mul_rows(
+                    dims,
+                    &mut dq[b0 * d..b1 * d],
+                    false,
+                    &p,
+                    (m, n),
+                    false,
+                    k,
+                    (lo * kv_heads + g) * d,
+                    kv_stride,
+                    dims.scale,
+                );
+                // dK[lo..b1] += scale · dSᵀ · Q[b0..b1]
+                mul_rows(
+                    dims,
+                    &mut dk[lo * d..b1 * d],
+                    true,
+                    &p,
+                    (n, m),
+                    true,
+                    q,
+                    (b0 * heads + h) * d,
+                    q_stride,
+                    dims.scale,
+                );
+            }
+            [dq, dk, dv]
+        })
+        .collect();
+    let mut dq = vec![0f32; t * heads * d];
+    let mut dk = vec![0f32; t * kv_heads * d];
+    let mut dv = vec![0f32; t * kv_heads * d];
+    for (h, [gq, gk, gv]) in per_head.into_iter().enumerate() {
+        let g = dims.kv_head(h);
+        for i in 0..t {
+            dq[(i * heads + h) * d..][..d].copy_from_slice(&gq[i * d..][..d]);
+            let at = (i * kv_heads + g) * d;
+            for c in 0..d {
+                dk[at + c] += gk[i * d + c];
+                dv[at + c] += gv[i * d + c];
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+struct Attention {
+    dims: Dims,
+    /// The forward pass's per-row log-sum-exp, for the backward pass.
+    lse: Mutex<Vec<f32>>,
+}
+
+fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
+    let data = match s {
+        CpuStorage::F32(v) => v,
+        _ => candle_core::bail!("attention expects f32 tensors"),
+    };
+    let (a, b) = l
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg("attention inputs must be contiguous".into()))?;
+    Ok(&data[a..b])
+}
+
+fn values(t: &Tensor) -> Result<Vec<f32>> {
+    t.contiguous()?.flatten_all()?.to_vec1::<f32>()
+}
+
+impl CustomOp3 for Attention {
+    fn name(&self) -> &'static str {
+        "causal-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (q, k, v) = (
+            contiguous(s1, l1)?,
+            contiguous(s2, l2)?,
+            contiguous(s3, l3)?,
+        );
+        let (out, lse) = forward(&self.dims, q, k, v);
+        *self.lse.lock().expect("attention lse lock") = lse;
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        res: &Tensor,
+        grad_res: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (qv, kv, vv) = (values(q)?, values(k)?, values(v)?);
+        let lse = self.lse.lock().expect("attention lse lock").clone();
+        let lse = if lse.len() == self.dims.heads * self.dims.t {
+            lse
+        } else {
+            forward(&self.dims, &qv, &kv, &vv).1
+        };
+        let (dq, dk, dv) = backward(
+            &self.dims,
+            (&qv, &kv, &vv),
+            &values(res)?,
+            &values(grad_res)?,
+            &lse,
+        );
+        let dev = q.device();
+        Ok((
+            Some(Tensor::from_vec(dq, q.shape(), dev)?),
+            Some(Tensor::from_vec(dk, k.shape(), dev)?),
+            Some(Tensor::from_vec(dv, v.shape(), dev)?),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops;
+    use candle_core::{Device, Var};
+
+    /// The composed reference: expanded kv heads, a full mask, softmax.
+    fn reference(q: &Tensor, k: &Tensor, v: &Tensor, window: Option<usize>) -> Tensor {
+        let (t, heads, d) = q.dims3().unwrap();
+        let kv_heads = k.dim(1).unwrap();
+        let group = heads / kv_heads;
+        let rep = |x: &Tensor| {
+            x.transpose(0, 1)
+                .unwrap()
+                .unsqueeze(1)
+                .unwrap()
+                .expand((kv_heads, group, t, d))
+                .unwrap()
+                .reshape((heads, t, d))
+                .unwrap()
+        };
+        let qh = q.transpose(0, 1).unwrap().contiguous().unwrap();
+        let scores = (qh.matmul(&rep(k).t().unwrap()).unwrap() / (d as f64).sqrt()).unwrap();
+        let mask = ops::causal_mask(t, window, q.device()).unwrap();
+        let p = ops::softmax(&scores.broadcast_add(&mask).unwrap()).unwrap();
+        p.matmul(&rep(v).contiguous().unwrap())
+            .unwrap()
+            .transpose(0, 1)
+            .unwrap()
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    #[test]
+    fn matches_composed_attention_and_its_gradients() {
+        let dev = Device::Cpu;
+        let (t, heads, kv_heads, d) = (37, 6, 2, 8);
+        for window in [None, Some(5)] {
+            for block in [4, 16, 128] {
+                let q = Var::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                let k = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                let scale = 1.0 / (d as f64).sqrt();
+                let ours = attention_in_blocks(&q, &k, &v, window, scale, block).unwrap();
+                let theirs = reference(&q, &k, &v, window);
+                assert!(
+                    max_diff(&ours, &theirs) < 1e-5,
+                    "forward, {window:?}/{block}"
+                );
+                let g1 = (ours * &up).unwrap().sum_all().unwrap().backward().unwrap();
+                let g2 = (theirs * &up)
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+                    let a = g1.get(x).expect("gradient from the op");
+                    let b = g2.get(x).expect("gradient from the reference");
+                    let diff = max_diff(a, b);
+                    assert!(diff < 1e-4, "d{name} differs by {diff}, {window:?}/{block}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_shapes_are_refused() {
+        let dev = Device::Cpu;
+        let q = Tensor::zeros((4, 3, 8), candle_core::DType::F32, &dev).unwrap();
+        let k = Tensor::zeros((4, 2, 8), candle_core::DType::F32, &dev).unwrap();
+        let err = attention(&q, &k, &k, None, 1.0).unwrap_err().to_string();
+        assert!(err.contains("do not fit"), "{err}");
+    }
+}

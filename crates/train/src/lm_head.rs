@@ -1,0 +1,266 @@
+//! The LM head and log-softmax as one op: `h [n, e]` → `log p(target | h)`
+//! per row, with its own backward pass.
+//!
+//! The vocabulary is large (152K for Qwen), so `[n, vocab]` logits are the
+//! biggest activations of a step, and a composed log-softmax walks them
+//! several times, single-threaded, and keeps them for the backward pass.
+//! Here logits exist for one block of rows at a time: the forward pass keeps
+//! only each row's target log-prob, and the backward pass recomputes the
+//! block's logits (one `gemm`), turns them into `g · (onehot − softmax)` in
+//! place and multiplies back by the weight (a second `gemm`).
+
+use std::sync::Arc;
+
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor};
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+/// `log softmax(h · Wᵀ)[i, targets[i]]` for every row `i` of `h [n, e]`,
+/// with `W [vocab, e]` frozen, `block` rows of logits at a time.
+pub fn target_logprobs(h: &Tensor, w: &Tensor, targets: &[u32], block: usize) -> Result<Tensor> {
+    let (n, e) = h.dims2()?;
+    let (vocab, we) = w.dims2()?;
+    if we != e || targets.len() != n {
+        candle_core::bail!(
+            "lm head: h {:?}, weight {:?} and {} targets do not fit together",
+            h.dims(),
+            w.dims(),
+            targets.len()
+        );
+    }
+    if let Some(t) = targets.iter().find(|&&t| t as usize >= vocab) {
+        candle_core::bail!("lm head: target {t} is outside the vocabulary of {vocab}");
+    }
+    let op = LmHead {
+        w: w.detach().contiguous()?,
+        targets: targets.to_vec(),
+        block: block.max(1),
+    };
+    h.contiguous()?.apply_op1_arc(Arc::new(Box::new(op)))
+}
+
+struct LmHead {
+    w: Tensor,
+    targets: Vec<u32>,
+    block: usize,
+}
+
+fn parallelism() -> Parallelism {
+    match rayon::current_num_threads() {
+        0 | 1 => Parallelism::None,
+        n => Parallelism::Rayon(n),
+    }
+}
+
+impl LmHead {
+    /// Runs `f` on the weight's values.
+    fn with_weight<R>(&self, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+        let (storage, layout) = self.w.storage_and_layout();
+        match (&*storage, layout.contiguous_offsets()) {
+            (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => f(&v[a..b]),
+            _ => candle_core::bail!("lm head expects a contiguous f32 weight on the CPU"),
+        }
+    }
+
+    /// Runs `f(first_row, logits)` on each block of rows' logits.
+    fn for_blocks(
+        &self,
+        w: &[f32],
+        h: &[f32],
+        e: usize,
+        mut f: impl FnMut(usize, &mut [f32]) -> Result<()>,
+    ) -> Result<()> {
+        let vocab = w.len() / e;
+        let n = h.len() / e;
+        let mut logits = vec![0f32; self.block.min(n) * vocab];
+        for b0 in (0..n).step_by(self.block) {
+            let m = self.block.min(n - b0);
+            // SAFETY: logits holds m×vocab, h rows b0..b0+m of width e, and w
+            // vocab×e read as its transpose.
+            unsafe {
+                gemm(
+                    m,
+                    vocab,
+                    e,
+                    logits.as_mut_ptr(),
+                    1,
+                    vocab as isize,
+                    false,
+                    h.as_ptr().add(b0 * e),
+                    1,
+                    e as isize,
+                    w.as_ptr(),
+                    e as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    parallelism(),
+                )
+            };
+            f(b0, &mut logits[..m * vocab])?;
+        }
+        Ok(())
+    }
+
+    fn vocab(&self) -> usize {
+        self.w.dims()[0]
+    }
+}
+
+/// `(max, log Σ exp(x − max))` of a row.
+fn log_sum_exp(row: &[f32]) -> f32 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    max + row.iter().map(|x| (x - max).exp()).sum::<f32>().ln()
+}
+
+fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
+    let data = match s {
+        CpuStorage::F32(v) => v,
+        _ => candle_core::bail!("lm head expects f32 hidden states"),
+    };
+    let (a, b) = l
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg("lm head input must be contiguous".into()))?;
+    Ok(&data[a..b])
+}
+
+impl CustomOp1 for LmHead {
+    fn name(&self) -> &'static str {
+        "lm-head-logprobs"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let h = contiguous(storage, layout)?;
+        let (n, e) = layout.shape().dims2()?;
+        let vocab = self.vocab();
+        let mut out = vec![0f32; n];
+        self.with_weight(|w| {
+            self.for_blocks(w, h, e, |b0, logits| {
+                let rows = logits.len() / vocab;
+                out[b0..b0 + rows]
+                    .par_iter_mut()
+                    .zip(logits.par_chunks(vocab))
+                    .enumerate()
+                    .for_each(|(r, (o, row))| {
+                        *o = row[self.targets[b0 + r] as usize] - log_sum_exp(row);
+                    });
+                Ok(())
+            })
+        })?;
+        Ok((CpuStorage::F32(out), Shape::from(n)))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let h = arg.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let g = grad_res.contiguous()?.to_vec1::<f32>()?;
+        let (n, e) = arg.dims2()?;
+        let vocab = self.vocab();
+        let mut dh = vec![0f32; n * e];
+        self.with_weight(|w| {
+            self.for_blocks(w, &h, e, |b0, logits| {
+                let rows = logits.len() / vocab;
+                // d lp / d logits = g · (onehot(target) − softmax), in place.
+                logits
+                    .par_chunks_mut(vocab)
+                    .enumerate()
+                    .for_each(|(r, row)| {
+                        let i = b0 + r;
+                        let lse = log_sum_exp(row);
+                        for x in row.iter_mut() {
+                            *x = -g[i] * (*x - lse).exp();
+                        }
+                        row[self.targets[i] as usize] += g[i];
+                    });
+                // SAFETY: dh rows b0..b0+rows of width e, logits rows×vocab,
+                // w vocab×e.
+                unsafe {
+                    gemm(
+                        rows,
+                        e,
+                        vocab,
+                        dh.as_mut_ptr().add(b0 * e),
+                        1,
+                        e as isize,
+                        false,
+                        logits.as_ptr(),
+                        1,
+                        vocab as isize,
+                        w.as_ptr(),
+                        1,
+                        e as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        parallelism(),
+                    )
+                };
+                Ok(())
+            })
+        })?;
+        Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops;
+    use candle_core::{Device, Var, D};
+
+    #[test]
+    fn matches_composed_log_softmax_and_its_gradient() {
+        let dev = Device::Cpu;
+        let (n, e, vocab) = (11, 6, 23);
+        let w = Tensor::randn(0f32, 1.0, (vocab, e), &dev).unwrap();
+        let targets: Vec<u32> = (0..n as u32).map(|i| (i * 7) % vocab as u32).collect();
+        let up = Tensor::randn(0f32, 1.0, n, &dev).unwrap();
+        for block in [1, 4, 64] {
+            let h = Var::randn(0f32, 1.0, (n, e), &dev).unwrap();
+            let ours = target_logprobs(&h, &w, &targets, block).unwrap();
+            let idx = Tensor::from_vec(targets.clone(), (n, 1), &dev).unwrap();
+            let theirs = ops::log_softmax(&h.matmul(&w.t().unwrap()).unwrap())
+                .unwrap()
+                .gather(&idx, D::Minus1)
+                .unwrap()
+                .squeeze(1)
+                .unwrap();
+            let diff = |a: &Tensor, b: &Tensor| {
+                (a - b)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .max(0)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+            };
+            assert!(diff(&ours, &theirs) < 1e-5, "forward, block {block}");
+            let g1 = (ours * &up).unwrap().sum_all().unwrap().backward().unwrap();
+            let g2 = (theirs * &up)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let d = diff(g1.get(&h).unwrap(), g2.get(&h).unwrap());
+            assert!(d < 1e-5, "gradient differs by {d}, block {block}");
+            assert!(g1.get(&w).is_none(), "no gradient for the frozen weight");
+        }
+    }
+
+    #[test]
+    fn targets_outside_the_vocabulary_are_refused() {
+        let dev = Device::Cpu;
+        let w = Tensor::zeros((5, 3), candle_core::DType::F32, &dev).unwrap();
+        let h = Tensor::zeros((2, 3), candle_core::DType::F32, &dev).unwrap();
+        let err = target_logprobs(&h, &w, &[1, 5], 8).unwrap_err().to_string();
+        assert!(err.contains("outside the vocabulary"), "{err}");
+    }
+}

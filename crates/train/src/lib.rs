@@ -21,6 +21,7 @@ pub mod attention;
 pub mod data;
 pub mod export;
 pub mod frozen;
+pub mod glu;
 pub mod heap;
 pub mod hparams;
 pub mod lm_head;

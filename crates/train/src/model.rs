@@ -10,6 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use crate::attention::attention;
 use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
+use crate::glu::silu_mul;
 use crate::hparams::{Family, Hparams};
 use crate::lm_head::target_logprobs;
 use crate::lora::Lora;
@@ -261,12 +262,12 @@ impl Model {
         let x = ops::rms_norm(&h, &l.ffn_norm, hp.eps)?;
         let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
         let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
-        let act = if hp.family == Family::Gemma3 {
-            ops::gelu_tanh(&g)?
+        let gated = if hp.family == Family::Gemma3 {
+            (ops::gelu_tanh(&g)? * u)?
         } else {
-            ops::silu(&g)?
+            silu_mul(&g, &u)?
         };
-        let mut d = self.linear(&(act * u)?, &l.down, None, &name("ffn_down"), lora)?;
+        let mut d = self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?;
         if let Some(n) = &l.post_ffn_norm {
             d = ops::rms_norm(&d, n, hp.eps)?;
         }

@@ -36,6 +36,9 @@ pub struct TrainConfig {
     /// the layer in the backward pass (activation memory grows with one
     /// layer, not the whole model).
     pub recompute: bool,
+    /// Sequences of at most this many tokens keep the whole graph instead:
+    /// no second forward pass, and short sequences fit in memory anyway.
+    pub recompute_above: usize,
 }
 
 impl Default for TrainConfig {
@@ -50,6 +53,7 @@ impl Default for TrainConfig {
             chunk: 512,
             seed: 7,
             recompute: true,
+            recompute_above: 512,
         }
     }
 }
@@ -189,7 +193,7 @@ impl<'m> Trainer<'m> {
         weight: f64,
     ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
         let named = self.lora.named_vars();
-        if !self.cfg.recompute {
+        if !self.cfg.recompute || seq.ids.len() <= self.cfg.recompute_above {
             let lp = self
                 .model
                 .token_logprobs(&seq.ids, Some(&self.lora), self.cfg.chunk)?;

@@ -61,6 +61,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         chunk: 7,
         seed: 3,
         recompute: true,
+        recompute_above: 0,
     }
 }
 

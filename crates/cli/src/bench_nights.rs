@@ -10,11 +10,11 @@ use std::time::Instant;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
-use reverie_practice::Family;
+use reverie_practice::{Family, RunConfig, EVAL_SEED};
 use reverie_store::Store;
 
 use crate::output;
-use crate::practice_cmd::{eval_config, practice_config, success_rate};
+use crate::practice_cmd::{practice_config, success_rate};
 
 #[derive(Args)]
 pub struct NightsArgs {
@@ -57,11 +57,15 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let measure = |model: &std::path::Path| -> anyhow::Result<(f64, f64)> {
-        let trained = success_rate(&bench, model, &eval_config(family, a.eval, 1_000_003, 3, 8))?;
+        let trained = success_rate(
+            &bench,
+            model,
+            &RunConfig::eval(family, a.eval, EVAL_SEED, 3),
+        )?;
         let heldout = success_rate(
             &bench,
             model,
-            &eval_config(Family::Units, a.eval, 1_000_003, 3, 8),
+            &RunConfig::eval(Family::Units, a.eval, EVAL_SEED, 3),
         )?;
         Ok((trained, heldout))
     };

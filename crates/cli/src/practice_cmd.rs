@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use reverie_agent::CancelFlag;
 use reverie_core::{Home, SamplingParams};
-use reverie_practice::{next_difficulty, run, Episode, Family, RunConfig};
+use reverie_practice::{next_difficulty, run, Episode, Family, RunConfig, EVAL_SEED};
 use reverie_store::Store;
 
 use crate::chat::EngineArgs;
@@ -52,7 +52,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 20)]
     n: usize,
     /// Fixed by default, so two evals see the same tasks.
-    #[arg(long, default_value_t = 1_000_003)]
+    #[arg(long, default_value_t = EVAL_SEED)]
     seed: u64,
     #[arg(long, default_value_t = 3)]
     difficulty: u32,
@@ -95,6 +95,8 @@ fn batch(home: &Home, engine: &EngineArgs, cfg: RunConfig, json: bool) -> anyhow
             "kind": if cfg.eval { "eval" } else { "practice" },
             "difficulty": cfg.difficulty,
             "seed": cfg.seed,
+            "tasks": cfg.n,
+            "attempts_per_task": cfg.samples.max(1),
             "n": episodes.len(),
             "passed": passed,
             "success_rate": rate,
@@ -150,34 +152,6 @@ pub fn practice_config(
     })
 }
 
-/// An eval batch: greedy, so the same model on the same tasks gives the
-/// same score.
-pub fn eval_config(
-    family: Family,
-    n: usize,
-    seed: u64,
-    difficulty: u32,
-    max_tool_calls: usize,
-) -> RunConfig {
-    RunConfig {
-        family,
-        n,
-        samples: 1,
-        seed,
-        difficulty,
-        eval: true,
-        params: SamplingParams {
-            temperature: 0.0,
-            top_k: 1,
-            seed: 1,
-            max_tokens: 512,
-            ..SamplingParams::default()
-        },
-        max_tool_calls,
-        reply_constraint: None,
-    }
-}
-
 pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
     let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
     let mut cfg = practice_config(
@@ -195,29 +169,23 @@ pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
 
 pub fn eval(home: &Home, a: EvalArgs) -> anyhow::Result<ExitCode> {
     let family = Family::parse(&a.family).map_err(anyhow::Error::msg)?;
-    let cfg = eval_config(family, a.n, a.seed, a.difficulty, a.max_tool_calls);
+    let cfg = RunConfig {
+        max_tool_calls: a.max_tool_calls,
+        ..RunConfig::eval(family, a.n, a.seed, a.difficulty)
+    };
     batch(home, &a.engine, cfg, a.json)
 }
 
 /// Runs a batch on `model` in `home` without printing; returns the success rate.
 pub fn success_rate(home: &Home, model: &std::path::Path, cfg: &RunConfig) -> anyhow::Result<f64> {
     let store = Arc::new(Store::open(home)?);
-    let engine = reverie_infer::Engine::load(
-        model,
-        reverie_infer::EngineConfig {
-            slots: 1,
-            n_ctx: 8192,
-            ..reverie_infer::EngineConfig::default()
-        },
-    )?;
     let services = Arc::new(reverie_tools::Services::new(home));
-    let eps = run(
-        &engine,
+    Ok(reverie_practice::success_rate(
+        model,
+        0,
         &store,
         &services,
         cfg,
         &CancelFlag::default(),
-        &mut |_, _| {},
-    )?;
-    Ok(eps.iter().filter(|e| e.verdict.passed).count() as f64 / eps.len().max(1) as f64)
+    )?)
 }

@@ -53,6 +53,7 @@ fn config(home: &Path, max_regression: f64) -> String {
         "n_ctx": 4096,
         "retries": 1,
         "max_perplexity_regression": max_regression,
+        "verify_tasks": 1,
         "train": {"batch_size": 4, "lora": {"rank": 4, "alpha": 8.0}, "optim": {"lr": 0.001, "warmup_steps": 1}}
     });
     std::fs::write(&p, cfg.to_string()).unwrap();
@@ -365,6 +366,8 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
                 "arithmetic",
                 "--n",
                 "2",
+                "--samples",
+                "2",
                 "--seed",
                 "5",
                 "--json",
@@ -374,7 +377,8 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         .concat(),
     ));
     assert_eq!(practice["kind"], "practice");
-    assert_eq!(practice["n"], 2);
+    assert_eq!(practice["n"], 4, "two tasks, two attempts each");
+    assert_eq!(practice["tasks"], 2);
     assert_eq!(practice["difficulty"], 2, "the tasker starts at level 2");
     let first = &practice["episodes"][0];
     assert!(first["task"]["prompt"]
@@ -411,7 +415,7 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
                 .starts_with("practice (arithmetic, level 2)")
         })
         .collect();
-    assert_eq!(practised.len(), 2, "{report}");
+    assert_eq!(practised.len(), 4, "{report}");
     for t in &practised {
         assert!(t["reason"]
             .as_str()
@@ -419,6 +423,40 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
             .starts_with("checked by program"));
         assert!(t["reward"] == 0.0 || t["reward"] == 1.0);
     }
+    // Attempts of one task are judged against each other: a group where
+    // all passed or all failed teaches nothing.
+    let advs = report["advantages"].as_array().unwrap();
+    for (i, t) in tasks.iter().enumerate() {
+        let Some(group) = t["group"].as_str() else {
+            continue;
+        };
+        if !report["understanding"][i].is_null() {
+            continue; // averaged with its understanding score
+        }
+        let rewards: Vec<f64> = tasks
+            .iter()
+            .filter(|u| u["group"].as_str() == Some(group))
+            .map(|u| u["reward"].as_f64().unwrap())
+            .collect();
+        assert_eq!(rewards.len(), 2, "{group}");
+        if rewards[0] == rewards[1] {
+            assert_eq!(advs[i].as_f64(), Some(0.0), "{report}");
+        } else {
+            let a = advs[i].as_f64().unwrap();
+            assert_eq!(a > 0.0, t["reward"] == 1.0, "{report}");
+        }
+    }
+    // The verify stage measured the practised family and the held-out one
+    // on the old and the new model.
+    let checks = report["verify"]["tasks"].as_array().unwrap();
+    let families: Vec<&str> = checks
+        .iter()
+        .map(|c| c["family"].as_str().unwrap())
+        .collect();
+    assert_eq!(families, ["arithmetic", "units"], "{report}");
+    assert!(checks
+        .iter()
+        .all(|c| c["tasks"] == 1 && c["before"].is_f64()));
     assert!(
         tasks
             .iter()
@@ -427,7 +465,7 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     );
     let notes = report["notes"].to_string();
     assert!(
-        notes.contains("2 practice episodes rewarded by their checks"),
+        notes.contains("4 practice episodes rewarded by their checks"),
         "{notes}"
     );
 }

@@ -23,6 +23,13 @@ pub struct NightConfig {
     /// Per-token advantage of the last token of a reply whose end of turn
     /// the model called unintended.
     pub stray_end_advantage: f32,
+    /// Tasks per family in the verify stage's success check (0: off). When
+    /// the night trained on practice, each practised family and the
+    /// held-out family are measured on the old and the new model.
+    pub verify_tasks: usize,
+    /// The night keeps the old model if a family's success rate drops by
+    /// more than this (a share: 0.25 is 25 points).
+    pub max_success_drop: f64,
     /// Share of sub-tasks that get the understanding pass.
     pub understanding_fraction: f64,
     pub train: reverie_train::TrainConfig,
@@ -46,6 +53,8 @@ impl Default for NightConfig {
             success_threshold: 0.5,
             turn_weight: 0.1,
             max_perplexity_regression: 0.10,
+            verify_tasks: 8,
+            max_success_drop: 0.25,
             understanding_fraction: 0.3,
             stray_end_advantage: -1.0,
             train,

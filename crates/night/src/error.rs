@@ -8,6 +8,8 @@ pub enum NightError {
     Train(#[from] reverie_train::TrainError),
     #[error(transparent)]
     Model(#[from] reverie_models::ModelError),
+    #[error(transparent)]
+    Practice(#[from] reverie_practice::PracticeError),
     #[error("{0}")]
     Io(String),
     #[error("the night was cancelled; the current model is kept")]

@@ -17,7 +17,7 @@ use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
 use crate::judge::{judge_window, understanding, windows, JudgedTask};
 use crate::value::{predict, Prediction, ValueMemory};
-use crate::verify::perplexity;
+use crate::verify::{families_to_check, perplexity, task_success, FamilyCheck};
 
 /// How a night ended.
 #[derive(Debug, Clone)]
@@ -444,6 +444,23 @@ fn stages(
                 })
             }
         };
+        let since = night.report["since_ms"].as_i64().unwrap_or(0);
+        let families = families_to_check(store, since)?;
+        let verdict =
+            if verdict["ok"] == json!(true) && cfg.verify_tasks > 0 && !families.is_empty() {
+                let n = families.len();
+                let checks = task_success(home, &base, &merged, &families, cfg, &mut |i, f| {
+                    let _ = night.item(
+                        Stage::Verify,
+                        i,
+                        n,
+                        format!("{} tasks, old and new model", f.as_str()),
+                    );
+                })?;
+                with_task_checks(verdict, checks, cfg.max_success_drop)
+            } else {
+                verdict
+            };
         night.report["verify"] = verdict;
         night.finish(Stage::Verify, t)?;
     }
@@ -556,6 +573,29 @@ fn mean(v: &[f32]) -> Option<f32> {
 /// up to the sub-task's last message, with earlier replies demoted to
 /// context (the advantage belongs to this sub-task's actions only); each
 /// value prediction is a sequence rewarded for its accuracy.
+/// Adds the task checks to the perplexity verdict; the first family that
+/// dropped by more than `max_drop` fails it.
+fn with_task_checks(
+    mut verdict: serde_json::Value,
+    checks: Vec<FamilyCheck>,
+    max_drop: f64,
+) -> serde_json::Value {
+    if let Some(c) = checks.iter().find(|c| c.regressed(max_drop)) {
+        verdict["ok"] = json!(false);
+        verdict["why"] = json!(format!(
+            "{} tasks: {:.0}% solved before, {:.0}% after ({} tasks at level {}), a drop of more than the allowed {:.0} points",
+            c.family,
+            c.before * 100.0,
+            c.after * 100.0,
+            c.tasks,
+            c.level,
+            max_drop * 100.0
+        ));
+    }
+    verdict["tasks"] = json!(checks);
+    verdict
+}
+
 fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -610,8 +650,9 @@ fn sequences(
 
 #[cfg(test)]
 mod tests {
-    use super::{sample, sequences};
+    use super::{sample, sequences, with_task_checks};
     use crate::judge::JudgedTask;
+    use crate::verify::FamilyCheck;
     use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
     use reverie_store::Store;
 
@@ -681,5 +722,35 @@ mod tests {
         assert!(sample(10, 1.0, 1) == (0..10).collect::<Vec<_>>());
         let s = sample(50, 0.3, 9);
         assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|&i| i < 50));
+    }
+
+    #[test]
+    fn a_family_that_drops_fails_the_verdict_and_says_which() {
+        let check = |family: &str, before, after| FamilyCheck {
+            family: family.into(),
+            level: 3,
+            tasks: 8,
+            before,
+            after,
+        };
+        let ok = serde_json::json!({"ok": true, "why": ""});
+        let kept = with_task_checks(
+            ok.clone(),
+            vec![check("arithmetic", 0.25, 0.5), check("units", 0.25, 0.25)],
+            0.25,
+        );
+        assert_eq!(kept["ok"], true);
+        assert_eq!(kept["tasks"].as_array().unwrap().len(), 2);
+        let failed = with_task_checks(
+            ok,
+            vec![check("arithmetic", 0.5, 0.5), check("units", 0.625, 0.25)],
+            0.25,
+        );
+        assert_eq!(failed["ok"], false);
+        let why = failed["why"].as_str().unwrap();
+        assert!(
+            why.starts_with("units tasks: 62% solved before, 25% after"),
+            "{why}"
+        );
     }
 }

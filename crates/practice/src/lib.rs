@@ -17,7 +17,7 @@ mod runner;
 
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
-pub use runner::{next_difficulty, run, Episode, RunConfig};
+pub use runner::{next_difficulty, run, success_rate, Episode, RunConfig, EVAL_SEED};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PracticeError {
@@ -27,6 +27,8 @@ pub enum PracticeError {
     Agent(#[from] reverie_agent::AgentError),
     #[error(transparent)]
     Tools(#[from] reverie_tools::ToolError),
+    #[error(transparent)]
+    Infer(#[from] reverie_infer::InferError),
     #[error("{0}")]
     Invalid(String),
 }

@@ -1,11 +1,12 @@
 //! Running a batch: one channel per task, the family's tools only, the
 //! check, the record. Sequential: practice runs when nobody is chatting.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
 use reverie_core::SamplingParams;
-use reverie_infer::{Constraint, Engine};
+use reverie_infer::{Constraint, Engine, EngineConfig};
 use reverie_store::{NewEpisode, PracticeEpisode, Store};
 use reverie_tools::{Services, Toolbox};
 use serde::Serialize;
@@ -46,7 +47,33 @@ pub struct Episode {
     pub tool_calls: usize,
 }
 
+/// The seed of measuring batches, so every eval of a family sees the same
+/// tasks.
+pub const EVAL_SEED: u64 = 1_000_003;
+
 impl RunConfig {
+    /// A measuring batch: greedy and one attempt per task, so the same model
+    /// on the same tasks gives the same score.
+    pub fn eval(family: Family, n: usize, seed: u64, difficulty: u32) -> RunConfig {
+        RunConfig {
+            family,
+            n,
+            samples: 1,
+            seed,
+            difficulty,
+            eval: true,
+            params: SamplingParams {
+                temperature: 0.0,
+                top_k: 1,
+                seed: 1,
+                max_tokens: 512,
+                ..SamplingParams::default()
+            },
+            max_tool_calls: 8,
+            reply_constraint: None,
+        }
+    }
+
     /// Episodes the batch records: tasks × attempts.
     pub fn episodes(&self) -> usize {
         self.n * self.samples.max(1)
@@ -142,6 +169,29 @@ pub fn run(
         out.push(ep);
     }
     Ok(out)
+}
+
+/// The share of `cfg`'s episodes that the model at `model` passes (loaded
+/// on its own, with one slot).
+pub fn success_rate(
+    model: &Path,
+    gpu_layers: u32,
+    store: &Arc<Store>,
+    services: &Arc<Services>,
+    cfg: &RunConfig,
+    cancel: &CancelFlag,
+) -> Result<f64, PracticeError> {
+    let engine = Engine::load(
+        model,
+        EngineConfig {
+            slots: 1,
+            n_ctx: 8192,
+            gpu_layers,
+            ..EngineConfig::default()
+        },
+    )?;
+    let eps = run(&engine, store, services, cfg, cancel, &mut |_, _| {})?;
+    Ok(eps.iter().filter(|e| e.verdict.passed).count() as f64 / eps.len().max(1) as f64)
 }
 
 /// The difficulty for the next practice batch of `family`: the tasker's

@@ -89,7 +89,11 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             &bench,
             &store,
             &model,
-            &NightConfig::default(),
+            // The bench measures before and after itself.
+            &NightConfig {
+                verify_tasks: 0,
+                ..NightConfig::default()
+            },
             &AtomicBool::new(false),
             &mut |_| {},
         )?;

@@ -246,7 +246,18 @@ fn stages(
                     format!("channel {} messages {}", w.channel.0, w.messages.len()),
                 )?;
                 match judge_window(&engine, w, cfg.retries) {
-                    Ok(ts) => tasks.extend(ts),
+                    Ok(j) => {
+                        for (a, b) in &j.reads {
+                            night.note(
+                                Stage::Judge,
+                                format!(
+                                    "the judge read messages {a}–{b} of channel {}",
+                                    w.channel.0
+                                ),
+                            );
+                        }
+                        tasks.extend(j.tasks)
+                    }
                     Err(why) => night.note(
                         Stage::Judge,
                         format!("skipped a window of channel {}: {why}", w.channel.0),

@@ -6,11 +6,14 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_night::{run_night, trigger, NightConfig, NightEvent};
+use reverie_practice::Family;
 use reverie_store::{Store, StoreError};
 
 use crate::output;
+use crate::practice_cmd::practice_config;
 
 #[derive(Args)]
 pub struct SleepArgs {
@@ -32,6 +35,106 @@ pub struct SleepArgs {
     /// Then wait until nobody has chatted for this many minutes.
     #[arg(long)]
     when_idle: Option<u64>,
+    /// Practise first, as the night's first stage: FAMILY or FAMILY:TASKS
+    /// (8 tasks by default; repeat for several families).
+    #[arg(long = "practice", value_name = "FAMILY[:TASKS]")]
+    practice: Vec<String>,
+    /// Attempts per practice task.
+    #[arg(long, default_value_t = 4)]
+    practice_samples: usize,
+}
+
+/// `arithmetic` or `arithmetic:6` → the family and its task count.
+fn practice_spec(spec: &str) -> anyhow::Result<(Family, usize)> {
+    let (name, n) = match spec.split_once(':') {
+        Some((f, n)) => (
+            f,
+            n.parse::<usize>().map_err(|_| {
+                anyhow::anyhow!("--practice {spec}: the task count after ':' must be a number")
+            })?,
+        ),
+        None => (spec, 8),
+    };
+    let family = Family::parse(name).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        !family.held_out(),
+        "--practice {spec}: {name} is the held-out family; it is only measured"
+    );
+    Ok((family, n))
+}
+
+/// The practice stage: each asked batch on `model`, one progress bar per
+/// batch (or a JSON line per episode).
+fn practise(
+    home: &Home,
+    model: &std::path::Path,
+    a: &SleepArgs,
+    cfg: &NightConfig,
+    cancel: &CancelFlag,
+) -> anyhow::Result<()> {
+    let specs = a
+        .practice
+        .iter()
+        .map(|s| practice_spec(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let store = Arc::new(Store::open(home)?);
+    let services = Arc::new(reverie_tools::Services::new(home));
+    let engine = reverie_infer::Engine::load(
+        model,
+        reverie_infer::EngineConfig {
+            slots: 1,
+            n_ctx: cfg.n_ctx,
+            gpu_layers: cfg.gpu_layers,
+            ..reverie_infer::EngineConfig::default()
+        },
+    )?;
+    services.set_model_name(&engine.info().name);
+    for (family, n) in specs {
+        let mut run_cfg = practice_config(home, family, n, None, None, 0.7, 8)?;
+        run_cfg.samples = a.practice_samples;
+        let bar = if a.json {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(run_cfg.episodes() as u64)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix("practice");
+        let mut passed = 0;
+        reverie_practice::run(&engine, &store, &services, &run_cfg, cancel, &mut |i, e| {
+            passed += e.verdict.passed as usize;
+            if a.json {
+                let line = serde_json::json!({"practice": {"family": family.as_str(), "episode": i + 1,
+                    "of": run_cfg.episodes(), "passed": e.verdict.passed, "level": run_cfg.difficulty}});
+                println!("{line}");
+            }
+            bar.set_position(i as u64 + 1);
+            bar.set_message(format!(
+                "{} level {}: {passed} passed",
+                family.as_str(),
+                run_cfg.difficulty
+            ));
+        })?;
+        bar.finish_and_clear();
+        if !a.json {
+            eprintln!(
+                " practice {} level {}: {passed}/{} passed",
+                family.as_str(),
+                run_cfg.difficulty,
+                run_cfg.episodes()
+            );
+        }
+        if cancel.is_cancelled() {
+            anyhow::bail!("cancelled during practice; the current model is kept");
+        }
+    }
+    Ok(())
 }
 
 /// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.
@@ -91,15 +194,21 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
         cfg.gpu_layers = n;
     }
     let cancel = Arc::new(AtomicBool::new(false));
+    let cancel_practice = CancelFlag::default();
     {
         let c = cancel.clone();
-        ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
+        let p = cancel_practice.clone();
+        ctrlc::set_handler(move || {
+            c.store(true, std::sync::atomic::Ordering::SeqCst);
+            p.cancel();
+        })?;
     }
     wait_for_trigger(&store, &a, &cancel)?;
     if let Some(pid) = reverie_night::lock::sleeping(home) {
         anyhow::bail!("a night is already running (process {pid}); wait for it or stop it");
     }
     let _sleeping = reverie_night::lock::SleepGuard::acquire(home)?;
+    practise(home, &model, &a, &cfg, &cancel_practice)?;
     let bar = if a.json {
         ProgressBar::hidden()
     } else {
@@ -329,4 +438,20 @@ pub fn checkpoint(home: &Home, cmd: CheckpointCommand) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn practice_specs_name_a_trainable_family_and_a_count() {
+        assert_eq!(practice_spec("ledger").unwrap(), (Family::Ledger, 8));
+        assert_eq!(practice_spec("strings:3").unwrap(), (Family::Strings, 3));
+        let e = practice_spec("strings:x").unwrap_err().to_string();
+        assert!(e.contains("must be a number"), "{e}");
+        let e = practice_spec("units:2").unwrap_err().to_string();
+        assert!(e.contains("held-out"), "{e}");
+        assert!(practice_spec("poetry").is_err());
+    }
 }

@@ -400,12 +400,36 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("held-out"));
 
+    // The night's own practice stage adds a batch of another family.
     let out = reverie(
         home,
-        &["sleep", "--json", "--config", &config(home, 1000.0)],
+        &[
+            &["sleep", "--json", "--config", &config(home, 1000.0)][..],
+            &["--practice", "strings:1", "--practice-samples", "2"],
+        ]
+        .concat(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("{\"practice\""))
+            .count(),
+        2,
+        "one progress line per practice episode: {stdout}"
     );
     let report = &last_json(&out)["report"];
     let tasks = report["tasks"].as_array().unwrap();
+    let strings = tasks
+        .iter()
+        .filter(|t| {
+            t["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("practice (strings")
+        })
+        .count();
+    assert_eq!(strings, 2, "{report}");
     let practised: Vec<_> = tasks
         .iter()
         .filter(|t| {
@@ -453,7 +477,7 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         .iter()
         .map(|c| c["family"].as_str().unwrap())
         .collect();
-    assert_eq!(families, ["arithmetic", "units"], "{report}");
+    assert_eq!(families, ["arithmetic", "strings", "units"], "{report}");
     assert!(checks
         .iter()
         .all(|c| c["tasks"] == 1 && c["before"].is_f64()));
@@ -465,7 +489,7 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     );
     let notes = report["notes"].to_string();
     assert!(
-        notes.contains("4 practice episodes rewarded by their checks"),
+        notes.contains("6 practice episodes rewarded by their checks"),
         "{notes}"
     );
 }

@@ -25,6 +25,10 @@ pub struct PracticeArgs {
     /// against its task's pass rate.
     #[arg(long, default_value_t = 4)]
     samples: usize,
+    /// Who writes the tasks: the model (a tasker channel, rewarded for tasks
+    /// passed about half the time) or the family's generator.
+    #[arg(long, default_value = "model", value_parser = ["model", "program"])]
+    tasker: String,
     /// Task seed (default: a new one each run).
     #[arg(long)]
     seed: Option<u64>,
@@ -148,6 +152,7 @@ pub fn practice_config(
             ..SamplingParams::default()
         },
         max_tool_calls,
+        model_tasker: true,
         reply_constraint: None,
     })
 }
@@ -164,6 +169,7 @@ pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
         a.max_tool_calls,
     )?;
     cfg.samples = a.samples;
+    cfg.model_tasker = a.tasker == "model";
     batch(home, &a.engine, cfg, a.json)
 }
 

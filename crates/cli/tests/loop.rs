@@ -430,6 +430,16 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         })
         .count();
     assert_eq!(strings, 2, "{report}");
+    // The model wrote the tasks: one proposal per task, rewarded by how the
+    // solvers did, compared with the family's other proposals.
+    let proposals: Vec<_> = tasks
+        .iter()
+        .filter(|t| t["description"].as_str().unwrap().starts_with("tasker ("))
+        .collect();
+    assert_eq!(proposals.len(), 3, "{report}");
+    assert!(proposals
+        .iter()
+        .all(|t| t["group"].as_str().unwrap().starts_with("tasker: ")));
     let practised: Vec<_> = tasks
         .iter()
         .filter(|t| {
@@ -451,7 +461,7 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     // all passed or all failed teaches nothing.
     let advs = report["advantages"].as_array().unwrap();
     for (i, t) in tasks.iter().enumerate() {
-        let Some(group) = t["group"].as_str() else {
+        let Some(group) = t["group"].as_str().filter(|g| !g.starts_with("tasker:")) else {
             continue;
         };
         if !report["understanding"][i].is_null() {
@@ -489,7 +499,9 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     );
     let notes = report["notes"].to_string();
     assert!(
-        notes.contains("6 practice episodes rewarded by their checks"),
+        notes.contains(
+            "6 practice episodes rewarded by their checks, 3 tasker proposals by their solvers' pass rates"
+        ),
         "{notes}"
     );
 }

@@ -265,11 +265,15 @@ fn stages(
                 }
             }
             if !practised.is_empty() {
+                let proposals = practised
+                    .iter()
+                    .filter(|t| t.description.starts_with("tasker"))
+                    .count();
                 night.note(
                     Stage::Judge,
                     format!(
-                        "{} practice episodes rewarded by their checks",
-                        practised.len()
+                        "{} practice episodes rewarded by their checks, {proposals} tasker proposals by their solvers' pass rates",
+                        practised.len() - proposals
                     ),
                 );
             }

@@ -107,7 +107,7 @@ pub fn task_success(
 mod tests {
     use super::*;
     use reverie_core::{MessageRole, TokenSpan};
-    use reverie_store::NewEpisode;
+    use reverie_store::{EpisodeKind, NewEpisode};
 
     #[test]
     fn practised_families_are_checked_with_the_held_out_one() {
@@ -125,7 +125,11 @@ mod tests {
                 .record_episode(&NewEpisode {
                     channel: ch,
                     family,
-                    eval,
+                    kind: if eval {
+                        EpisodeKind::Eval
+                    } else {
+                        EpisodeKind::Practice
+                    },
                     difficulty,
                     prompt: "task",
                     expected: "1",

@@ -84,43 +84,88 @@ pub struct Task {
     pub expected: String,
 }
 
+/// One step of an arithmetic chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+}
+
+impl Op {
+    pub(crate) const NAMES: [&'static str; 4] = ["add", "subtract", "multiply", "divide"];
+
+    pub(crate) fn parse(s: &str) -> Option<Op> {
+        [Op::Add, Op::Subtract, Op::Multiply, Op::Divide]
+            .into_iter()
+            .zip(Op::NAMES)
+            .find(|(_, n)| *n == s)
+            .map(|(op, _)| op)
+    }
+}
+
+/// The largest operand of a level's arithmetic.
+pub(crate) fn arithmetic_scale(d: u32) -> i64 {
+    10i64.pow(1 + d / 3)
+}
+
 /// A chain of `d + 1` integer operations; divisions always come out even.
 fn arithmetic(rng: &mut StdRng, d: u32) -> (String, String) {
-    let scale = 10i64.pow(1 + d / 3);
+    let scale = arithmetic_scale(d);
     let start: i64 = rng.random_range(2..scale * 5);
     let mut v = start;
     let mut steps = Vec::new();
     for _ in 0..=d {
         let divisors: Vec<i64> = (2..13).filter(|k| v != 0 && v % k == 0).collect();
         let step = match rng.random_range(0..4) {
-            2 => {
-                let k = rng.random_range(2..13);
-                v *= k;
-                format!("multiply by {k}")
-            }
+            2 => (Op::Multiply, rng.random_range(2..13)),
             3 if !divisors.is_empty() => {
-                let k = divisors[rng.random_range(0..divisors.len())];
-                v /= k;
-                format!("divide by {k}")
+                (Op::Divide, divisors[rng.random_range(0..divisors.len())])
             }
-            1 => {
-                let k = rng.random_range(2..scale * 3);
-                v -= k;
-                format!("subtract {k}")
-            }
-            _ => {
-                let k = rng.random_range(2..scale * 3);
-                v += k;
-                format!("add {k}")
-            }
+            1 => (Op::Subtract, rng.random_range(2..scale * 3)),
+            _ => (Op::Add, rng.random_range(2..scale * 3)),
         };
+        v = apply_op(v, step).expect("generated divisions come out even");
         steps.push(step);
+    }
+    render_arithmetic(start, &steps).expect("generated chains are valid")
+}
+
+fn apply_op(v: i64, (op, k): (Op, i64)) -> Option<i64> {
+    match op {
+        Op::Add => v.checked_add(k),
+        Op::Subtract => v.checked_sub(k),
+        Op::Multiply => v.checked_mul(k),
+        Op::Divide => (k != 0 && v % k == 0).then(|| v / k),
+    }
+}
+
+/// The prompt and answer of a chain, or why it is not a task (a division
+/// that does not come out even, an overflow).
+pub(crate) fn render_arithmetic(
+    start: i64,
+    steps: &[(Op, i64)],
+) -> Result<(String, String), String> {
+    let mut v = start;
+    let mut words = Vec::new();
+    for (i, &(op, k)) in steps.iter().enumerate() {
+        v = apply_op(v, (op, k)).ok_or_else(|| match op {
+            Op::Divide => format!("step {}: {v} does not divide evenly by {k}", i + 1),
+            _ => format!("step {}: the number grows too large", i + 1),
+        })?;
+        words.push(match op {
+            Op::Add => format!("add {k}"),
+            Op::Subtract => format!("subtract {k}"),
+            Op::Multiply => format!("multiply by {k}"),
+            Op::Divide => format!("divide by {k}"),
+        });
     }
     let prompt = format!(
         "Start with {start}, then {}. What is the result? End your answer with the number.",
-        join(&steps)
+        join(&words)
     );
-    (prompt, v.to_string())
+    Ok((prompt, v.to_string()))
 }
 
 /// "a, b, c and d".
@@ -132,7 +177,7 @@ fn join(items: &[String]) -> String {
     }
 }
 
-const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "sunset",
     "boulevard",
     "lantern",
@@ -166,7 +211,7 @@ pub(crate) fn apply(op: &str, s: &str) -> String {
     }
 }
 
-const STRING_OPS: &[&str] = &[
+pub(crate) const STRING_OPS: &[&str] = &[
     "reverse it",
     "make it uppercase",
     "make it lowercase",
@@ -182,11 +227,16 @@ fn strings(rng: &mut StdRng, d: u32) -> (String, String) {
     let words: Vec<&str> = (0..n_words)
         .map(|_| WORDS[rng.random_range(0..WORDS.len())])
         .collect();
-    let text = words.join(" ");
-    let ops: Vec<String> = (0..(d as usize + 1).min(6))
-        .map(|_| STRING_OPS[rng.random_range(0..STRING_OPS.len())].to_string())
+    let ops: Vec<&str> = (0..(d as usize + 1).min(6))
+        .map(|_| STRING_OPS[rng.random_range(0..STRING_OPS.len())])
         .collect();
+    render_strings(&words, &ops)
+}
+
+pub(crate) fn render_strings(words: &[&str], ops: &[&str]) -> (String, String) {
+    let text = words.join(" ");
     let result = ops.iter().fold(text.clone(), |acc, op| apply(op, &acc));
+    let ops: Vec<String> = ops.iter().map(|s| s.to_string()).collect();
     let prompt = format!(
         "Take the text \"{text}\" and, in this order, {}. Reply with the final text between backticks, like `this`.",
         join(&ops)
@@ -196,9 +246,14 @@ fn strings(rng: &mut StdRng, d: u32) -> (String, String) {
 
 const ACCOUNTS: &[&str] = &["alice", "bob", "carol", "dave"];
 
+/// Accounts a level's ledger uses.
+pub(crate) fn ledger_accounts(d: u32) -> &'static [&'static str] {
+    &ACCOUNTS[..(1 + d as usize).clamp(2, ACCOUNTS.len())]
+}
+
 fn ledger(rng: &mut StdRng, d: u32) -> (String, String) {
     let n = 2 + d as usize * 2;
-    let accounts = &ACCOUNTS[..(1 + d as usize).clamp(2, ACCOUNTS.len())];
+    let accounts = ledger_accounts(d);
     let mut rows = Vec::new();
     for _ in 0..n {
         let who = accounts[rng.random_range(0..accounts.len())];
@@ -206,6 +261,10 @@ fn ledger(rng: &mut StdRng, d: u32) -> (String, String) {
         rows.push((who, amount));
     }
     let asked = rows[rng.random_range(0..rows.len())].0;
+    render_ledger(&rows, asked)
+}
+
+pub(crate) fn render_ledger(rows: &[(&str, i64)], asked: &str) -> (String, String) {
     let balance: i64 = rows
         .iter()
         .filter(|(w, _)| *w == asked)

@@ -14,6 +14,7 @@
 mod check;
 mod family;
 mod runner;
+pub mod tasker;
 
 pub use check::{check, Verdict};
 pub use family::{Family, Task};

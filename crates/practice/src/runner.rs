@@ -7,12 +7,13 @@ use std::sync::Arc;
 use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
 use reverie_core::SamplingParams;
 use reverie_infer::{Constraint, Engine, EngineConfig};
-use reverie_store::{NewEpisode, PracticeEpisode, Store};
+use reverie_store::{EpisodeKind, NewEpisode, PracticeEpisode, Store};
 use reverie_tools::{Services, Toolbox};
 use serde::Serialize;
 
 use crate::check::{check, Verdict};
 use crate::family::{Family, Task};
+use crate::tasker;
 use crate::PracticeError;
 
 /// What the solver is told before every task.
@@ -33,6 +34,9 @@ pub struct RunConfig {
     pub eval: bool,
     pub params: SamplingParams,
     pub max_tool_calls: usize,
+    /// The model writes each task ([`crate::tasker`]) instead of the
+    /// family's generator; never for eval batches.
+    pub model_tasker: bool,
     /// Constrains the shape of the solver's replies for a task (a format a
     /// model cannot keep yet; tests that need a known answer).
     pub reply_constraint: Option<fn(&Task) -> Constraint>,
@@ -70,6 +74,7 @@ impl RunConfig {
                 ..SamplingParams::default()
             },
             max_tool_calls: 8,
+            model_tasker: false,
             reply_constraint: None,
         }
     }
@@ -108,67 +113,179 @@ pub fn run(
     let kind = if cfg.eval { "eval" } else { "practice" };
     let samples = cfg.samples.max(1);
     let mut out = Vec::with_capacity(cfg.episodes());
-    for (i, attempt) in (0..cfg.n).flat_map(|i| (0..samples).map(move |s| (i, s))) {
+    for i in 0..cfg.n {
         if cancel.is_cancelled() {
             break;
         }
-        let task = cfg
-            .family
-            .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty);
-        let name = if samples == 1 {
-            format!("{kind}/{}/{stamp}-{i}", cfg.family.as_str())
-        } else {
-            format!("{kind}/{}/{stamp}-{i}.{attempt}", cfg.family.as_str())
+        let generated = || {
+            cfg.family
+                .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty)
         };
-        let params = SamplingParams {
-            seed: cfg.params.seed.wrapping_add(attempt as u32),
-            ..cfg.params.clone()
+        let proposal = match cfg.model_tasker && !cfg.eval {
+            true => Some(propose(engine, store, cfg, i, stamp, cancel)?),
+            false => None,
         };
-        let channel = store.ensure_channel(&name)?;
-        let toolbox = Toolbox::open(store.clone(), channel, services.clone())?;
-        let workspace = toolbox.workspace().root().to_path_buf();
-        let mut setup = ToolSetup::new(toolbox);
-        setup.max_calls = cfg.max_tool_calls;
-        setup.allowed = Some(cfg.family.tools().iter().map(|s| s.to_string()).collect());
-        let mut session =
-            ChannelSession::open(engine, store, &name, SOLVER_PROMPT)?.with_tools(setup);
-        session.set_reply_constraint(cfg.reply_constraint.map(|f| f(&task)));
-        let (reply, tool_calls, verdict) =
-            match session.send(&task.prompt, &params, cancel, &mut |_| {}) {
-                Ok(o) => {
-                    let v = check(&task, &o.reply, &workspace);
-                    (o.reply, o.tool_calls, v)
-                }
-                Err(e) => (
-                    String::new(),
-                    0,
-                    Verdict {
-                        passed: false,
-                        why: format!("the attempt failed to run: {e}"),
-                    },
-                ),
+        // An unusable proposal still leaves the solvers something to practise.
+        let task = match &proposal {
+            Some(Proposal { task: Ok(t), .. }) => t.clone(),
+            _ => generated(),
+        };
+        let (mut passed, mut attempts) = (0, 0);
+        for attempt in 0..samples {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let name = if samples == 1 {
+                format!("{kind}/{}/{stamp}-{i}", cfg.family.as_str())
+            } else {
+                format!("{kind}/{}/{stamp}-{i}.{attempt}", cfg.family.as_str())
             };
-        store.record_episode(&NewEpisode {
-            channel,
-            family: cfg.family.as_str(),
-            eval: cfg.eval,
-            difficulty: task.difficulty,
-            prompt: &task.prompt,
-            expected: &task.expected,
-            passed: verdict.passed,
-            why: &verdict.why,
-        })?;
-        let ep = Episode {
-            channel: name,
-            task,
-            verdict,
-            reply,
-            tool_calls,
-        };
-        on(out.len(), &ep);
-        out.push(ep);
+            let ep = solve(engine, store, services, cfg, &task, &name, attempt, cancel)?;
+            passed += ep.verdict.passed as usize;
+            attempts += 1;
+            on(out.len(), &ep);
+            out.push(ep);
+        }
+        if let Some(p) = proposal {
+            record_proposal(store, cfg, &p, passed, attempts)?;
+        }
     }
     Ok(out)
+}
+
+/// One attempt at `task` in its own channel `name`, recorded with its
+/// verdict.
+#[allow(clippy::too_many_arguments)]
+fn solve(
+    engine: &Engine,
+    store: &Arc<Store>,
+    services: &Arc<Services>,
+    cfg: &RunConfig,
+    task: &Task,
+    name: &str,
+    attempt: usize,
+    cancel: &CancelFlag,
+) -> Result<Episode, PracticeError> {
+    let params = SamplingParams {
+        seed: cfg.params.seed.wrapping_add(attempt as u32),
+        ..cfg.params.clone()
+    };
+    let channel = store.ensure_channel(name)?;
+    let toolbox = Toolbox::open(store.clone(), channel, services.clone())?;
+    let workspace = toolbox.workspace().root().to_path_buf();
+    let mut setup = ToolSetup::new(toolbox);
+    setup.max_calls = cfg.max_tool_calls;
+    setup.allowed = Some(cfg.family.tools().iter().map(|s| s.to_string()).collect());
+    let mut session = ChannelSession::open(engine, store, name, SOLVER_PROMPT)?.with_tools(setup);
+    session.set_reply_constraint(cfg.reply_constraint.map(|f| f(task)));
+    let (reply, tool_calls, verdict) =
+        match session.send(&task.prompt, &params, cancel, &mut |_| {}) {
+            Ok(o) => {
+                let v = check(task, &o.reply, &workspace);
+                (o.reply, o.tool_calls, v)
+            }
+            Err(e) => (
+                String::new(),
+                0,
+                Verdict {
+                    passed: false,
+                    why: format!("the attempt failed to run: {e}"),
+                },
+            ),
+        };
+    store.record_episode(&NewEpisode {
+        channel,
+        family: cfg.family.as_str(),
+        kind: if cfg.eval {
+            EpisodeKind::Eval
+        } else {
+            EpisodeKind::Practice
+        },
+        difficulty: task.difficulty,
+        prompt: &task.prompt,
+        expected: &task.expected,
+        passed: verdict.passed,
+        why: &verdict.why,
+    })?;
+    Ok(Episode {
+        channel: name.to_string(),
+        task: task.clone(),
+        verdict,
+        reply,
+        tool_calls,
+    })
+}
+
+/// The tasker's channel and the task it wrote (or why it is not one).
+struct Proposal {
+    channel: reverie_core::ChannelId,
+    task: Result<Task, String>,
+}
+
+/// The model, in its own tasker channel, writes task `i` of the batch as
+/// JSON in the family's schema.
+fn propose(
+    engine: &Engine,
+    store: &Arc<Store>,
+    cfg: &RunConfig,
+    i: usize,
+    stamp: u128,
+    cancel: &CancelFlag,
+) -> Result<Proposal, PracticeError> {
+    let family = cfg.family;
+    let Some(schema) = tasker::schema(family, cfg.difficulty) else {
+        return Err(PracticeError::Invalid(format!(
+            "{} tasks cannot be written by the model",
+            family.as_str()
+        )));
+    };
+    let name = format!("tasker/{}/{stamp}-{i}", family.as_str());
+    let channel = store.ensure_channel(&name)?;
+    let mut session = ChannelSession::open(engine, store, &name, tasker::TASKER_PROMPT)?;
+    session.set_reply_constraint(Some(Constraint::JsonSchema(schema)));
+    let params = SamplingParams {
+        temperature: 1.0,
+        seed: cfg.params.seed.wrapping_add(7919 * (i as u32 + 1)),
+        max_tokens: 400,
+        ..cfg.params.clone()
+    };
+    let request = tasker::request(family, cfg.difficulty);
+    let task = match session.send(&request, &params, cancel, &mut |_| {}) {
+        Ok(o) => tasker::task_from_json(family, cfg.difficulty, &o.reply),
+        Err(e) => Err(format!("the tasker failed to run: {e}")),
+    };
+    Ok(Proposal { channel, task })
+}
+
+/// Records the tasker's episode: its task and how the solvers did on it
+/// (`passed` of `attempts`), or why what it wrote was not a task.
+fn record_proposal(
+    store: &Store,
+    cfg: &RunConfig,
+    p: &Proposal,
+    passed: usize,
+    attempts: usize,
+) -> Result<(), PracticeError> {
+    let reward = tasker::tasker_reward(passed, attempts);
+    let (prompt, expected, why) = match &p.task {
+        Ok(t) => (
+            t.prompt.as_str(),
+            t.expected.as_str(),
+            format!("the solvers passed {passed} of {attempts}: reward {reward:.2}"),
+        ),
+        Err(why) => ("", "", format!("not a task: {why}")),
+    };
+    store.record_episode(&NewEpisode {
+        channel: p.channel,
+        family: cfg.family.as_str(),
+        kind: EpisodeKind::Tasker,
+        difficulty: cfg.difficulty,
+        prompt,
+        expected,
+        passed: p.task.is_ok() && reward >= 0.5,
+        why: &why,
+    })?;
+    Ok(())
 }
 
 /// The share of `cfg`'s episodes that the model at `model` passes (loaded

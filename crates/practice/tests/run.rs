@@ -58,6 +58,7 @@ fn config(family: Family, eval: bool) -> RunConfig {
             ..SamplingParams::default()
         },
         max_tool_calls: 2,
+        model_tasker: false,
         reply_constraint: None,
     }
 }
@@ -144,6 +145,81 @@ fn each_task_is_attempted_the_asked_number_of_times_with_its_own_seed() {
         "attempts are sampled with different seeds: {replies:?}"
     );
     assert_eq!(s.store.episodes_since(0).unwrap().len(), 6);
+}
+
+#[test]
+fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
+    let s = setup();
+    let mut cfg = config(Family::Arithmetic, false);
+    cfg.model_tasker = true;
+    cfg.samples = 2;
+    let eps = run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &cfg,
+        &CancelFlag::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(eps.len(), 4);
+    let stored = s.store.episodes_since(0).unwrap();
+    let taskers: Vec<_> = stored.iter().filter(|e| e.kind == "tasker").collect();
+    assert_eq!(taskers.len(), 2, "one proposal per task");
+    for (i, t) in taskers.iter().enumerate() {
+        let ch = s
+            .store
+            .channels()
+            .unwrap()
+            .into_iter()
+            .find(|c| c.id.0 == t.channel)
+            .unwrap();
+        assert!(ch.name.starts_with("tasker/arithmetic/"), "{}", ch.name);
+        let msgs = s.store.messages(ch.id).unwrap();
+        let request = msgs.iter().find(|m| m.role == MessageRole::User).unwrap();
+        assert!(
+            request.text.contains("family \"arithmetic\" at level 2"),
+            "{}",
+            request.text
+        );
+        let attempts = &eps[i * 2..i * 2 + 2];
+        if t.prompt.is_empty() {
+            // What it wrote was not a task: the solvers got a generated one.
+            assert!(t.why.starts_with("not a task"), "{}", t.why);
+            assert!(!t.passed);
+        } else {
+            // The solvers attempted exactly the task it wrote.
+            assert!(attempts.iter().all(|e| e.task.prompt == t.prompt));
+            let passed = attempts.iter().filter(|e| e.verdict.passed).count();
+            assert!(
+                t.why
+                    .starts_with(&format!("the solvers passed {passed} of 2")),
+                "{}",
+                t.why
+            );
+        }
+    }
+    let mut eval = config(Family::Units, true);
+    eval.model_tasker = true;
+    run(
+        &s.engine,
+        &s.store,
+        &s.services,
+        &eval,
+        &CancelFlag::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(
+        s.store
+            .episodes_since(0)
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == "tasker")
+            .count(),
+        2,
+        "eval batches never ask the tasker"
+    );
 }
 
 #[test]

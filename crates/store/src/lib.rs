@@ -32,7 +32,7 @@ mod tool_records;
 
 pub use blobs::BlobHash;
 pub use error::StoreError;
-pub use practice::{NewEpisode, PracticeEpisode};
+pub use practice::{EpisodeKind, NewEpisode, PracticeEpisode};
 pub use records::{
     BoardPost, Channel, Checkpoint, Night, NightStatus, Note, Revision, RevisionState, ToolCall,
 };

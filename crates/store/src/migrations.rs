@@ -144,4 +144,23 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX practice_by_time ON practice_episodes(created_ms);
     "#,
+    // 6: tasker episodes (the model proposing a practice task).
+    r#"
+    CREATE TABLE practice_episodes_6 (
+        id         INTEGER PRIMARY KEY,
+        channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+        family     TEXT NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('practice', 'eval', 'tasker')),
+        difficulty INTEGER NOT NULL,
+        prompt     TEXT NOT NULL,
+        expected   TEXT NOT NULL,
+        passed     INTEGER NOT NULL,
+        why        TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    INSERT INTO practice_episodes_6 SELECT * FROM practice_episodes;
+    DROP TABLE practice_episodes;
+    ALTER TABLE practice_episodes_6 RENAME TO practice_episodes;
+    CREATE INDEX practice_by_time ON practice_episodes(created_ms);
+    "#,
 ];

@@ -13,7 +13,8 @@ pub struct PracticeEpisode {
     pub id: i64,
     pub channel: i64,
     pub family: String,
-    /// `practice` (trained on) or `eval` (never trained on).
+    /// `practice` (trained on), `eval` (never trained on) or `tasker` (the
+    /// model proposing a task; `prompt` is the task it proposed).
     pub kind: String,
     pub difficulty: u32,
     pub prompt: String,
@@ -23,11 +24,28 @@ pub struct PracticeEpisode {
     pub created_ms: i64,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpisodeKind {
+    Practice,
+    Eval,
+    Tasker,
+}
+
+impl EpisodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EpisodeKind::Practice => "practice",
+            EpisodeKind::Eval => "eval",
+            EpisodeKind::Tasker => "tasker",
+        }
+    }
+}
+
 /// What a runner records; the store adds the id and the time.
 pub struct NewEpisode<'a> {
     pub channel: ChannelId,
     pub family: &'a str,
-    pub eval: bool,
+    pub kind: EpisodeKind,
     pub difficulty: u32,
     pub prompt: &'a str,
     pub expected: &'a str,
@@ -45,7 +63,7 @@ impl Store {
             params![
                 e.channel.0,
                 e.family,
-                if e.eval { "eval" } else { "practice" },
+                e.kind.as_str(),
                 e.difficulty,
                 e.prompt,
                 e.expected,

@@ -105,7 +105,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 5);
+    assert_eq!(s.schema_version().unwrap(), 6);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }
@@ -271,21 +271,24 @@ fn review_marks_replace_validate_and_clear() {
 fn practice_episodes_keep_their_verdicts_and_kind() {
     let (_d, s) = open();
     let ch = s.ensure_channel("practice/arithmetic/1").unwrap();
-    let ep = |eval, passed| reverie_store::NewEpisode {
+    let ep = |kind, passed| reverie_store::NewEpisode {
         channel: ch,
         family: "arithmetic",
-        eval,
+        kind,
         difficulty: 3,
         prompt: "Start with 2. Add 3.",
         expected: "5",
         passed,
         why: "the last number was 5",
     };
-    s.record_episode(&ep(false, true)).unwrap();
-    s.record_episode(&ep(true, false)).unwrap();
+    use reverie_store::EpisodeKind;
+    s.record_episode(&ep(EpisodeKind::Practice, true)).unwrap();
+    s.record_episode(&ep(EpisodeKind::Eval, false)).unwrap();
+    s.record_episode(&ep(EpisodeKind::Tasker, true)).unwrap();
     let all = s.episodes_since(0).unwrap();
-    assert_eq!(all.len(), 2);
+    assert_eq!(all.len(), 3);
     assert_eq!((all[0].kind.as_str(), all[0].passed), ("practice", true));
     assert_eq!((all[1].kind.as_str(), all[1].passed), ("eval", false));
+    assert_eq!(all[2].kind, "tasker");
     assert!(s.episodes_since(i64::MAX).unwrap().is_empty());
 }

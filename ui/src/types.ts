@@ -195,6 +195,7 @@ export interface NightView {
 }
 
 export type Stage =
+  | "practice"
   | "collect"
   | "judge"
   | "predict"

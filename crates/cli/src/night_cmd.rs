@@ -6,14 +6,12 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use reverie_agent::CancelFlag;
 use reverie_core::Home;
-use reverie_night::{run_night, trigger, NightConfig, NightEvent};
+use reverie_night::{run_night, trigger, NightConfig, NightEvent, PracticeBatch};
 use reverie_practice::Family;
 use reverie_store::{Store, StoreError};
 
 use crate::output;
-use crate::practice_cmd::practice_config;
 
 #[derive(Args)]
 pub struct SleepArgs {
@@ -39,9 +37,9 @@ pub struct SleepArgs {
     /// (8 tasks by default; repeat for several families).
     #[arg(long = "practice", value_name = "FAMILY[:TASKS]")]
     practice: Vec<String>,
-    /// Attempts per practice task.
-    #[arg(long, default_value_t = 4)]
-    practice_samples: usize,
+    /// Attempts per practice task (default 4).
+    #[arg(long)]
+    practice_samples: Option<usize>,
 }
 
 /// `arithmetic` or `arithmetic:6` → the family and its task count.
@@ -61,80 +59,6 @@ fn practice_spec(spec: &str) -> anyhow::Result<(Family, usize)> {
         "--practice {spec}: {name} is the held-out family; it is only measured"
     );
     Ok((family, n))
-}
-
-/// The practice stage: each asked batch on `model`, one progress bar per
-/// batch (or a JSON line per episode).
-fn practise(
-    home: &Home,
-    model: &std::path::Path,
-    a: &SleepArgs,
-    cfg: &NightConfig,
-    cancel: &CancelFlag,
-) -> anyhow::Result<()> {
-    let specs = a
-        .practice
-        .iter()
-        .map(|s| practice_spec(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if specs.is_empty() {
-        return Ok(());
-    }
-    let store = Arc::new(Store::open(home)?);
-    let services = Arc::new(reverie_tools::Services::new(home));
-    let engine = reverie_infer::Engine::load(
-        model,
-        reverie_infer::EngineConfig {
-            slots: 1,
-            n_ctx: cfg.n_ctx,
-            gpu_layers: cfg.gpu_layers,
-            ..reverie_infer::EngineConfig::default()
-        },
-    )?;
-    services.set_model_name(&engine.info().name);
-    for (family, n) in specs {
-        let mut run_cfg = practice_config(home, family, n, None, None, 0.7, 8)?;
-        run_cfg.samples = a.practice_samples;
-        let bar = if a.json {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(run_cfg.episodes() as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
-                .expect("template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix("practice");
-        let mut passed = 0;
-        reverie_practice::run(&engine, &store, &services, &run_cfg, cancel, &mut |i, e| {
-            passed += e.verdict.passed as usize;
-            if a.json {
-                let line = serde_json::json!({"practice": {"family": family.as_str(), "episode": i + 1,
-                    "of": run_cfg.episodes(), "passed": e.verdict.passed, "level": run_cfg.difficulty}});
-                println!("{line}");
-            }
-            bar.set_position(i as u64 + 1);
-            bar.set_message(format!(
-                "{} level {}: {passed} passed",
-                family.as_str(),
-                run_cfg.difficulty
-            ));
-        })?;
-        bar.finish_and_clear();
-        if !a.json {
-            eprintln!(
-                " practice {} level {}: {passed}/{} passed",
-                family.as_str(),
-                run_cfg.difficulty,
-                run_cfg.episodes()
-            );
-        }
-        if cancel.is_cancelled() {
-            anyhow::bail!("cancelled during practice; the current model is kept");
-        }
-    }
-    Ok(())
 }
 
 /// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.
@@ -193,22 +117,26 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
     if let Some(n) = a.gpu_layers {
         cfg.gpu_layers = n;
     }
+    for spec in &a.practice {
+        let (family, tasks) = practice_spec(spec)?;
+        cfg.practice.push(PracticeBatch {
+            family: family.as_str().to_string(),
+            tasks,
+        });
+    }
+    if let Some(n) = a.practice_samples {
+        cfg.practice_samples = n;
+    }
     let cancel = Arc::new(AtomicBool::new(false));
-    let cancel_practice = CancelFlag::default();
     {
         let c = cancel.clone();
-        let p = cancel_practice.clone();
-        ctrlc::set_handler(move || {
-            c.store(true, std::sync::atomic::Ordering::SeqCst);
-            p.cancel();
-        })?;
+        ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
     }
     wait_for_trigger(&store, &a, &cancel)?;
     if let Some(pid) = reverie_night::lock::sleeping(home) {
         anyhow::bail!("a night is already running (process {pid}); wait for it or stop it");
     }
     let _sleeping = reverie_night::lock::SleepGuard::acquire(home)?;
-    practise(home, &model, &a, &cfg, &cancel_practice)?;
     let bar = if a.json {
         ProgressBar::hidden()
     } else {

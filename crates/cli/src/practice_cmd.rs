@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use reverie_agent::CancelFlag;
-use reverie_core::{Home, SamplingParams};
+use reverie_core::Home;
 use reverie_practice::{next_difficulty, run, Episode, Family, RunConfig, EVAL_SEED};
 use reverie_store::Store;
 
@@ -138,23 +138,10 @@ pub fn practice_config(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
-    Ok(RunConfig {
-        family,
-        n,
-        samples: 1,
-        seed,
-        difficulty,
-        eval: false,
-        params: SamplingParams {
-            temperature,
-            seed: seed as u32,
-            max_tokens: 512,
-            ..SamplingParams::default()
-        },
-        max_tool_calls,
-        model_tasker: true,
-        reply_constraint: None,
-    })
+    let mut cfg = RunConfig::practice(family, n, 1, seed, difficulty);
+    cfg.params.temperature = temperature;
+    cfg.max_tool_calls = max_tool_calls;
+    Ok(cfg)
 }
 
 pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {

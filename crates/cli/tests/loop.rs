@@ -81,6 +81,7 @@ fn day_night_day() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     for stage in [
+        "practice",
         "collect",
         "judge",
         "predict",
@@ -410,13 +411,13 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         .concat(),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let practice_items = stdout
+        .lines()
+        .filter(|l| l.contains("\"type\":\"item\"") && l.contains("\"stage\":\"practice\""))
+        .count();
     assert_eq!(
-        stdout
-            .lines()
-            .filter(|l| l.starts_with("{\"practice\""))
-            .count(),
-        2,
-        "one progress line per practice episode: {stdout}"
+        practice_items, 2,
+        "one progress event per practice attempt: {stdout}"
     );
     let report = &last_json(&out)["report"];
     let tasks = report["tasks"].as_array().unwrap();

@@ -1,9 +1,23 @@
 use serde::{Deserialize, Serialize};
 
+/// A practice batch the night starts with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PracticeBatch {
+    /// `arithmetic`, `strings` or `ledger`.
+    pub family: String,
+    pub tasks: usize,
+}
+
 /// How a night runs; every field has a documented default.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NightConfig {
+    /// Practice batches the night starts with (none by default): the model
+    /// writes tasks of each family at the level where about half the
+    /// attempts pass, attempts each one `practice_samples` times, and the
+    /// night trains on the verdicts.
+    pub practice: Vec<PracticeBatch>,
+    pub practice_samples: usize,
     /// Messages per judge window.
     pub window: usize,
     /// Extra judge or value attempts (new seed) after an invalid answer.
@@ -46,6 +60,8 @@ impl Default for NightConfig {
             ..reverie_train::TrainConfig::default()
         };
         NightConfig {
+            practice: Vec::new(),
+            practice_samples: 4,
             window: 10,
             retries: 2,
             memory_k: 5,

@@ -12,6 +12,8 @@ pub enum NightError {
     Practice(#[from] reverie_practice::PracticeError),
     #[error("{0}")]
     Io(String),
+    #[error("{0}")]
+    Config(String),
     #[error("the night was cancelled; the current model is kept")]
     Cancelled,
 }

@@ -4,6 +4,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    Practice,
     Collect,
     Judge,
     Predict,
@@ -16,7 +17,8 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 10] = [
+        Stage::Practice,
         Stage::Collect,
         Stage::Judge,
         Stage::Predict,
@@ -30,6 +32,7 @@ impl Stage {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Stage::Practice => "practice",
             Stage::Collect => "collect",
             Stage::Judge => "judge",
             Stage::Predict => "predict",

@@ -34,7 +34,7 @@ mod value;
 mod verify;
 
 pub use advantage::advantage;
-pub use config::NightConfig;
+pub use config::{NightConfig, PracticeBatch};
 pub use error::NightError;
 pub use event::{NightEvent, Stage};
 pub use judge::{JudgedTask, Window};

@@ -180,6 +180,27 @@ fn stages(
     let dir = home.checkpoints().join(format!("night-{}", night.id));
     std::fs::create_dir_all(&dir).map_err(io)?;
 
+    // 0. practice: the model writes tasks, attempts them, a program checks
+    if !night.done(Stage::Practice) {
+        let t = night.start(Stage::Practice);
+        if !cfg.practice.is_empty() {
+            let cancel = night.cancel;
+            let lines = crate::practice::practise(home, &base, cfg, cancel, &mut |i, n, label| {
+                (night.on)(NightEvent::Item {
+                    stage: Stage::Practice,
+                    index: i + 1,
+                    count: n,
+                    label,
+                })
+            })?;
+            for l in &lines {
+                night.note(Stage::Practice, l.clone());
+            }
+            night.report["practice"] = json!(lines);
+        }
+        night.finish(Stage::Practice, t)?;
+    }
+
     // 1. collect
     if !night.done(Stage::Collect) {
         let t = night.start(Stage::Collect);

@@ -3,11 +3,21 @@
 //! Eval episodes are never trained on.
 
 use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reverie_agent::CancelFlag;
+use reverie_core::Home;
+use reverie_infer::{Engine, EngineConfig};
+use reverie_practice::{next_difficulty, run, Family, RunConfig};
 
 use reverie_core::{ChannelId, MessageRole};
 use reverie_practice::tasker::tasker_reward;
 use reverie_store::Store;
 
+use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::judge::JudgedTask;
 
@@ -69,6 +79,111 @@ pub fn episode_tasks(
         tasks.push(task);
     }
     Ok((tasks, skip))
+}
+
+/// The batches of `cfg.practice`, checked: known families, never the
+/// held-out one, at least one task.
+pub fn batches(cfg: &NightConfig) -> Result<Vec<(Family, usize)>, NightError> {
+    cfg.practice
+        .iter()
+        .map(|b| {
+            let f = Family::parse(&b.family).map_err(NightError::Config)?;
+            if f.held_out() {
+                return Err(NightError::Config(format!(
+                    "{} is the held-out family: it is only measured, never practised",
+                    b.family
+                )));
+            }
+            if b.tasks == 0 {
+                return Err(NightError::Config(format!(
+                    "practice {}: ask for at least one task",
+                    b.family
+                )));
+            }
+            Ok((f, b.tasks))
+        })
+        .collect()
+}
+
+/// The practice stage: every batch of `cfg.practice` on `model`, each at
+/// the level where about half the recent attempts pass. `on(i, n, label)`
+/// after each of the `n` attempts. Returns one line per batch.
+pub fn practise(
+    home: &Home,
+    model: &Path,
+    cfg: &NightConfig,
+    cancel: &AtomicBool,
+    on: &mut dyn FnMut(usize, usize, String),
+) -> Result<Vec<String>, NightError> {
+    let batches = batches(cfg)?;
+    let samples = cfg.practice_samples.max(1);
+    let total: usize = batches.iter().map(|(_, n)| n * samples).sum();
+    let store = Arc::new(Store::open(home)?);
+    let services = Arc::new(reverie_tools::Services::new(home));
+    let engine = Engine::load(
+        model,
+        EngineConfig {
+            slots: 1,
+            n_ctx: cfg.n_ctx,
+            gpu_layers: cfg.gpu_layers,
+            ..EngineConfig::default()
+        },
+    )?;
+    services.set_model_name(&engine.info().name);
+    let flag = CancelFlag::default();
+    let finished = AtomicBool::new(false);
+    let seed = crate::trigger::now_ms() as u64;
+    let lines = std::thread::scope(|s| {
+        // The night's cancel stops a running attempt, not just the next one.
+        s.spawn(|| {
+            while !finished.load(Ordering::SeqCst) {
+                if cancel.load(Ordering::SeqCst) {
+                    flag.cancel();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut lines = Vec::new();
+        let mut done = 0;
+        let result = (|| -> Result<(), NightError> {
+            for (k, &(family, n)) in batches.iter().enumerate() {
+                let level = next_difficulty(&store.episodes_since(0)?, family);
+                let run_cfg = RunConfig::practice(
+                    family,
+                    n,
+                    samples,
+                    seed.wrapping_add(k as u64 * 1000),
+                    level,
+                );
+                let eps = run(&engine, &store, &services, &run_cfg, &flag, &mut |i, e| {
+                    let mark = if e.verdict.passed { "pass" } else { "fail" };
+                    on(
+                        done + i,
+                        total,
+                        format!("{} level {level}: {mark}", family.as_str()),
+                    );
+                })?;
+                done += eps.len();
+                let passed = eps.iter().filter(|e| e.verdict.passed).count();
+                lines.push(format!(
+                    "practised {} at level {level}: {passed} of {} attempts passed",
+                    family.as_str(),
+                    eps.len()
+                ));
+                if flag.is_cancelled() {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        finished.store(true, Ordering::SeqCst);
+        result.map(|()| lines)
+    })?;
+    if cancel.load(Ordering::SeqCst) {
+        return Err(NightError::Cancelled);
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
@@ -183,5 +298,25 @@ mod tests {
         assert_eq!(reward(good), 1.0, "passed half the time");
         assert_eq!(reward(easy), 0.0, "always passed");
         assert_eq!(reward(broken), 0.0, "not a task");
+    }
+
+    #[test]
+    fn practice_batches_must_name_a_trainable_family_and_a_task() {
+        let cfg = |family: &str, tasks| NightConfig {
+            practice: vec![crate::config::PracticeBatch {
+                family: family.into(),
+                tasks,
+            }],
+            ..NightConfig::default()
+        };
+        assert_eq!(
+            batches(&cfg("ledger", 3)).unwrap(),
+            vec![(Family::Ledger, 3)]
+        );
+        let err = |c: &NightConfig| batches(c).unwrap_err().to_string();
+        assert!(err(&cfg("units", 3)).contains("held-out"));
+        assert!(err(&cfg("ledger", 0)).contains("at least one task"));
+        assert!(err(&cfg("poetry", 1)).contains("no task family"));
+        assert!(batches(&NightConfig::default()).unwrap().is_empty());
     }
 }

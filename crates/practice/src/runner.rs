@@ -79,6 +79,34 @@ impl RunConfig {
         }
     }
 
+    /// A practice batch: sampled, `samples` attempts per task, tasks written
+    /// by the model.
+    pub fn practice(
+        family: Family,
+        n: usize,
+        samples: usize,
+        seed: u64,
+        difficulty: u32,
+    ) -> RunConfig {
+        RunConfig {
+            family,
+            n,
+            samples,
+            seed,
+            difficulty,
+            eval: false,
+            params: SamplingParams {
+                temperature: 0.7,
+                seed: seed as u32,
+                max_tokens: 512,
+                ..SamplingParams::default()
+            },
+            max_tool_calls: 8,
+            model_tasker: true,
+            reply_constraint: None,
+        }
+    }
+
     /// Episodes the batch records: tasks × attempts.
     pub fn episodes(&self) -> usize {
         self.n * self.samples.max(1)

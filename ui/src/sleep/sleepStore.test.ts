@@ -7,6 +7,9 @@ const progress = (event: Extract<SleepEvent, { kind: "progress" }>["event"]): Sl
 describe("sleep store", () => {
   it("follows stages, items and training steps to the morning summary", () => {
     const events: SleepEvent[] = [
+      progress({ type: "stage_started", stage: "practice" }),
+      progress({ type: "item", stage: "practice", index: 2, count: 8, label: "arithmetic level 2: pass" }),
+      progress({ type: "stage_finished", stage: "practice", seconds: 40 }),
       progress({ type: "stage_started", stage: "collect" }),
       progress({ type: "stage_finished", stage: "collect", seconds: 0.1 }),
       progress({ type: "stage_started", stage: "judge" }),
@@ -15,7 +18,7 @@ describe("sleep store", () => {
     let p = events.reduce(applySleepEvent, startProgress());
     expect(p.stage).toBe("judge");
     expect(p.item?.count).toBe(4);
-    expect(fractionDone(p)).toBeCloseTo((1 + 0.25) / 9);
+    expect(fractionDone(p)).toBeCloseTo((2 + 0.25) / 10);
     p = applySleepEvent(p, progress({ type: "train_step", step: 1, total: 4, loss: 2, oapl: 1.5, env: 0.4, user: 0.1, tokens_per_s: 50, eta_s: 30 }));
     expect(p.stage).toBe("train");
     expect(p.steps).toHaveLength(1);

@@ -1,7 +1,7 @@
 // The night's progress as the window shows it, folded from SleepEvents.
 import type { NightReport, SleepEvent, Stage } from "../types";
 
-export const STAGES: Stage[] = ["collect", "judge", "predict", "understand", "advantage", "train", "export", "verify", "deploy"];
+export const STAGES: Stage[] = ["practice", "collect", "judge", "predict", "understand", "advantage", "train", "export", "verify", "deploy"];
 
 export interface StepPoint {
   step: number;

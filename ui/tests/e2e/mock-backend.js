@@ -112,9 +112,15 @@
     const emit = (message) => sleepWatchers.forEach((w) => w(message));
     state.sleeping = true;
     emit({ kind: "started" });
-    const stages = ["collect", "judge", "predict", "understand", "advantage"];
+    const stages = ["practice", "collect", "judge", "predict", "understand", "advantage"];
     for (const s of stages) {
       emit({ kind: "progress", event: { type: "stage_started", stage: s } });
+      if (s === "practice") {
+        for (let i = 0; i < 4; i++) {
+          emit({ kind: "progress", event: { type: "item", stage: s, index: i + 1, count: 4, label: `arithmetic level 2: ${i % 2 ? "pass" : "fail"}` } });
+          await sleep(40);
+        }
+      }
       if (s === "judge") {
         for (let i = 0; i < 3; i++) {
           emit({ kind: "progress", event: { type: "item", stage: s, index: i, count: 3, label: `channel general window ${i + 1}` } });

@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
-use reverie_practice::{Family, RunConfig, EVAL_SEED};
+use reverie_practice::{Family, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE};
 use reverie_store::Store;
 
 use crate::output;
@@ -80,7 +80,15 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     for i in 0..a.nights {
         let t = Instant::now();
         let model = reverie_models::active::resolve(&bench, None)?;
-        let mut cfg = practice_config(&bench, family, a.practice, None, None, 0.7, 8)?;
+        let mut cfg = practice_config(
+            &bench,
+            family,
+            a.practice,
+            None,
+            None,
+            PRACTICE_TEMPERATURE,
+            8,
+        )?;
         cfg.samples = a.samples;
         let practised = success_rate(&bench, &model, &cfg)?;
         let practice_s = t.elapsed().as_secs_f64();

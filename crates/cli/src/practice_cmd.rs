@@ -7,7 +7,9 @@ use std::sync::Arc;
 use clap::Args;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
-use reverie_practice::{next_difficulty, run, Episode, Family, RunConfig, EVAL_SEED};
+use reverie_practice::{
+    next_difficulty, run, Episode, Family, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE,
+};
 use reverie_store::Store;
 
 use crate::chat::EngineArgs;
@@ -36,7 +38,7 @@ pub struct PracticeArgs {
     /// half the recent attempts pass.
     #[arg(long)]
     difficulty: Option<u32>,
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = PRACTICE_TEMPERATURE)]
     temperature: f32,
     /// Tool calls one task may make.
     #[arg(long, default_value_t = 8)]

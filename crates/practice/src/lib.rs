@@ -18,7 +18,9 @@ pub mod tasker;
 
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
-pub use runner::{next_difficulty, run, success_rate, Episode, RunConfig, EVAL_SEED};
+pub use runner::{
+    next_difficulty, run, success_rate, Episode, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PracticeError {

@@ -51,6 +51,9 @@ pub struct Episode {
     pub tool_calls: usize,
 }
 
+/// Sampling temperature of practice attempts.
+pub const PRACTICE_TEMPERATURE: f32 = 0.4;
+
 /// The seed of measuring batches, so every eval of a family sees the same
 /// tasks.
 pub const EVAL_SEED: u64 = 1_000_003;
@@ -96,7 +99,9 @@ impl RunConfig {
             difficulty,
             eval: false,
             params: SamplingParams {
-                temperature: 0.7,
+                // Low enough that a small model's attempts still pass
+                // sometimes, high enough that attempts differ.
+                temperature: PRACTICE_TEMPERATURE,
                 seed: seed as u32,
                 max_tokens: 512,
                 ..SamplingParams::default()

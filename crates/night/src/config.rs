@@ -79,3 +79,22 @@ impl Default for NightConfig {
         }
     }
 }
+
+impl NightConfig {
+    /// The deployed model at `model` as the night's judge, value model and
+    /// practice partner: one slot, the night's context and GPU layers.
+    pub fn engine(
+        &self,
+        model: &std::path::Path,
+    ) -> Result<reverie_infer::Engine, reverie_infer::InferError> {
+        reverie_infer::Engine::load(
+            model,
+            reverie_infer::EngineConfig {
+                slots: 1,
+                n_ctx: self.n_ctx,
+                gpu_layers: self.gpu_layers,
+                ..reverie_infer::EngineConfig::default()
+            },
+        )
+    }
+}

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use reverie_core::{ChannelId, Home, MessageRole, TokenRole, TokenSpan};
-use reverie_infer::{Engine, EngineConfig};
 use reverie_store::{NightStatus, Store};
 use reverie_train::data::Sequence;
 use reverie_train::{Model, Trainer};
@@ -223,15 +222,7 @@ fn stages(
     let need_model =
         !night.done(Stage::Judge) || !night.done(Stage::Predict) || !night.done(Stage::Understand);
     if need_model {
-        let engine = Engine::load(
-            &base,
-            EngineConfig {
-                slots: 1,
-                n_ctx: cfg.n_ctx,
-                gpu_layers: cfg.gpu_layers,
-                ..EngineConfig::default()
-            },
-        )?;
+        let engine = cfg.engine(&base)?;
         if !night.done(Stage::Judge) {
             let t = night.start(Stage::Judge);
             let since = night.report["since_ms"].as_i64().unwrap_or(0);

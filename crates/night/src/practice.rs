@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
-use reverie_infer::{Engine, EngineConfig};
 use reverie_practice::{next_difficulty, run, Family, RunConfig};
 
 use reverie_core::{ChannelId, MessageRole};
@@ -120,15 +119,7 @@ pub fn practise(
     let total: usize = batches.iter().map(|(_, n)| n * samples).sum();
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
-    let engine = Engine::load(
-        model,
-        EngineConfig {
-            slots: 1,
-            n_ctx: cfg.n_ctx,
-            gpu_layers: cfg.gpu_layers,
-            ..EngineConfig::default()
-        },
-    )?;
+    let engine = cfg.engine(model)?;
     services.set_model_name(&engine.info().name);
     let flag = CancelFlag::default();
     let finished = AtomicBool::new(false);

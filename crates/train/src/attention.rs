@@ -18,6 +18,8 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
+use crate::cpu::{f32_slice, f32_values};
+
 /// Queries per block: scores for one block against `t` keys take
 /// `BLOCK · t` floats per thread.
 const BLOCK: usize = 128;
@@ -372,21 +374,6 @@ struct Attention {
     lse: Mutex<Vec<f32>>,
 }
 
-fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    let data = match s {
-        CpuStorage::F32(v) => v,
-        _ => candle_core::bail!("attention expects f32 tensors"),
-    };
-    let (a, b) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("attention inputs must be contiguous".into()))?;
-    Ok(&data[a..b])
-}
-
-fn values(t: &Tensor) -> Result<Vec<f32>> {
-    t.contiguous()?.flatten_all()?.to_vec1::<f32>()
-}
-
 impl CustomOp3 for Attention {
     fn name(&self) -> &'static str {
         "causal-attention"
@@ -401,10 +388,11 @@ impl CustomOp3 for Attention {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        let op = self.name();
         let (q, k, v) = (
-            contiguous(s1, l1)?,
-            contiguous(s2, l2)?,
-            contiguous(s3, l3)?,
+            f32_slice(s1, l1, op)?,
+            f32_slice(s2, l2, op)?,
+            f32_slice(s3, l3, op)?,
         );
         let (out, lse) = forward(&self.dims, q, k, v);
         *self.lse.lock().expect("attention lse lock") = lse;
@@ -419,7 +407,7 @@ impl CustomOp3 for Attention {
         res: &Tensor,
         grad_res: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (qv, kv, vv) = (values(q)?, values(k)?, values(v)?);
+        let (qv, kv, vv) = (f32_values(q)?, f32_values(k)?, f32_values(v)?);
         let lse = self.lse.lock().expect("attention lse lock").clone();
         let lse = if lse.len() == self.dims.heads * self.dims.t {
             lse
@@ -429,8 +417,8 @@ impl CustomOp3 for Attention {
         let (dq, dk, dv) = backward(
             &self.dims,
             (&qv, &kv, &vv),
-            &values(res)?,
-            &values(grad_res)?,
+            &f32_values(res)?,
+            &f32_values(grad_res)?,
             &lse,
         );
         let dev = q.device();
@@ -445,6 +433,7 @@ impl CustomOp3 for Attention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::{max_abs_diff, pull_back};
     use crate::ops;
     use candle_core::{Device, Var};
 
@@ -473,19 +462,6 @@ mod tests {
             .unwrap()
     }
 
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
-
     #[test]
     fn matches_composed_attention_and_its_gradients() {
         let dev = Device::Cpu;
@@ -500,20 +476,14 @@ mod tests {
                 let ours = attention_in_blocks(&q, &k, &v, window, scale, block).unwrap();
                 let theirs = reference(&q, &k, &v, window);
                 assert!(
-                    max_diff(&ours, &theirs) < 1e-5,
+                    max_abs_diff(&ours, &theirs) < 1e-5,
                     "forward, {window:?}/{block}"
                 );
-                let g1 = (ours * &up).unwrap().sum_all().unwrap().backward().unwrap();
-                let g2 = (theirs * &up)
-                    .unwrap()
-                    .sum_all()
-                    .unwrap()
-                    .backward()
-                    .unwrap();
+                let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
                 for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
                     let a = g1.get(x).expect("gradient from the op");
                     let b = g2.get(x).expect("gradient from the reference");
-                    let diff = max_diff(a, b);
+                    let diff = max_abs_diff(a, b);
                     assert!(diff < 1e-4, "d{name} differs by {diff}, {window:?}/{block}");
                 }
             }

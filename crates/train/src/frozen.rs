@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor};
-use gemm::Parallelism;
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+
+use crate::cpu::{f32_slice, matmul_by_transposed, with_f32};
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant.
 #[derive(Clone)]
@@ -46,14 +47,7 @@ impl CustomOp1 for Op {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let data = match storage {
-            CpuStorage::F32(v) => v,
-            _ => candle_core::bail!("frozen matmul expects f32 input"),
-        };
-        let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
-            candle_core::Error::Msg("frozen matmul input must be contiguous".into())
-        })?;
-        let x = &data[start..end];
+        let x = f32_slice(storage, layout, self.name())?;
         let dims = layout.shape().dims();
         let (&inp, rows) = match dims.split_last() {
             Some((last, rest)) => (last, rest.iter().product::<usize>()),
@@ -63,43 +57,11 @@ impl CustomOp1 for Op {
         if w_in != inp {
             candle_core::bail!("frozen matmul: input width {inp}, weight [{out}, {w_in}]");
         }
-        let (storage, w_layout) = self.w.storage_and_layout();
-        let w = match (&*storage, w_layout.contiguous_offsets()) {
-            (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => &v[a..b],
-            _ => candle_core::bail!("frozen matmul expects a contiguous f32 weight on the CPU"),
-        };
         let mut y = vec![0f32; rows * out];
-        let threads = rayon::current_num_threads();
-        let par = if threads > 1 {
-            Parallelism::Rayon(threads)
-        } else {
-            Parallelism::None
-        };
-        // SAFETY: y is rows×out, x rows×inp, w out×inp (read as its
-        // transpose through the strides); all contiguous.
-        unsafe {
-            gemm::gemm(
-                rows,
-                out,
-                inp,
-                y.as_mut_ptr(),
-                1,
-                out as isize,
-                false,
-                x.as_ptr(),
-                1,
-                inp as isize,
-                w.as_ptr(),
-                inp as isize,
-                1,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            )
-        };
+        with_f32(&self.w, self.name(), |w| {
+            matmul_by_transposed(&mut y, x, w, rows, out, inp);
+            Ok(())
+        })?;
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))

@@ -8,6 +8,8 @@
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::cpu::{f32_slice, f32_values};
+
 /// `silu(g) · u`, element-wise; `g` and `u` have the same shape.
 pub fn silu_mul(g: &Tensor, u: &Tensor) -> Result<Tensor> {
     if g.shape() != u.shape() {
@@ -24,17 +26,6 @@ fn sigmoid(x: f32) -> f32 {
 /// amortise the scheduling.
 const GRAIN: usize = 16 * 1024;
 
-fn values<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    let data = match s {
-        CpuStorage::F32(v) => v,
-        _ => candle_core::bail!("silu_mul expects f32 tensors"),
-    };
-    let (a, b) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("silu_mul inputs must be contiguous".into()))?;
-    Ok(&data[a..b])
-}
-
 #[derive(Clone, Copy)]
 struct SiluMul;
 
@@ -50,7 +41,10 @@ impl CustomOp2 for SiluMul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (g, u) = (values(s1, l1)?, values(s2, l2)?);
+        let (g, u) = (
+            f32_slice(s1, l1, self.name())?,
+            f32_slice(s2, l2, self.name())?,
+        );
         let mut out = vec![0f32; g.len()];
         out.par_chunks_mut(GRAIN)
             .zip(g.par_chunks(GRAIN).zip(u.par_chunks(GRAIN)))
@@ -69,9 +63,7 @@ impl CustomOp2 for SiluMul {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let gv = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let uv = u.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let dv = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let (gv, uv, dv) = (f32_values(g)?, f32_values(u)?, f32_values(grad)?);
         let mut dg = vec![0f32; gv.len()];
         let mut du = vec![0f32; gv.len()];
         dg.par_chunks_mut(GRAIN)
@@ -96,6 +88,7 @@ impl CustomOp2 for SiluMul {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::{max_abs_diff, pull_back};
     use crate::ops;
     use candle_core::{Device, Var};
 
@@ -107,28 +100,10 @@ mod tests {
         let up = Tensor::randn(0f32, 1.0, (7, 40_001), &dev).unwrap();
         let ours = silu_mul(&g, &u).unwrap();
         let theirs = (ops::silu(&g).unwrap() * u.as_tensor()).unwrap();
-        let diff = |a: &Tensor, b: &Tensor| {
-            (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap()
-        };
-        assert!(diff(&ours, &theirs) < 1e-5);
-        let g1 = (ours * &up).unwrap().sum_all().unwrap().backward().unwrap();
-        let g2 = (theirs * &up)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
+        assert!(max_abs_diff(&ours, &theirs) < 1e-5);
+        let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
         for x in [&g, &u] {
-            let d = diff(g1.get(x).unwrap(), g2.get(x).unwrap());
+            let d = max_abs_diff(g1.get(x).unwrap(), g2.get(x).unwrap());
             assert!(d < 1e-4, "gradient differs by {d}");
         }
     }

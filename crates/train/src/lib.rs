@@ -18,6 +18,7 @@
 //! roles and returns numbers and files.
 
 pub mod attention;
+mod cpu;
 pub mod data;
 pub mod export;
 pub mod frozen;

@@ -11,9 +11,11 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor};
-use gemm::{gemm, Parallelism};
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use gemm::gemm;
 use rayon::prelude::*;
+
+use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, parallelism, with_f32};
 
 /// `log softmax(h · Wᵀ)[i, targets[i]]` for every row `i` of `h [n, e]`,
 /// with `W [vocab, e]` frozen, `block` rows of logits at a time.
@@ -45,23 +47,7 @@ struct LmHead {
     block: usize,
 }
 
-fn parallelism() -> Parallelism {
-    match rayon::current_num_threads() {
-        0 | 1 => Parallelism::None,
-        n => Parallelism::Rayon(n),
-    }
-}
-
 impl LmHead {
-    /// Runs `f` on the weight's values.
-    fn with_weight<R>(&self, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-        let (storage, layout) = self.w.storage_and_layout();
-        match (&*storage, layout.contiguous_offsets()) {
-            (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => f(&v[a..b]),
-            _ => candle_core::bail!("lm head expects a contiguous f32 weight on the CPU"),
-        }
-    }
-
     /// Runs `f(first_row, logits)` on each block of rows' logits.
     fn for_blocks(
         &self,
@@ -75,31 +61,7 @@ impl LmHead {
         let mut logits = vec![0f32; self.block.min(n) * vocab];
         for b0 in (0..n).step_by(self.block) {
             let m = self.block.min(n - b0);
-            // SAFETY: logits holds m×vocab, h rows b0..b0+m of width e, and w
-            // vocab×e read as its transpose.
-            unsafe {
-                gemm(
-                    m,
-                    vocab,
-                    e,
-                    logits.as_mut_ptr(),
-                    1,
-                    vocab as isize,
-                    false,
-                    h.as_ptr().add(b0 * e),
-                    1,
-                    e as isize,
-                    w.as_ptr(),
-                    e as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism(),
-                )
-            };
+            matmul_by_transposed(&mut logits, &h[b0 * e..], w, m, vocab, e);
             f(b0, &mut logits[..m * vocab])?;
         }
         Ok(())
@@ -116,28 +78,17 @@ fn log_sum_exp(row: &[f32]) -> f32 {
     max + row.iter().map(|x| (x - max).exp()).sum::<f32>().ln()
 }
 
-fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    let data = match s {
-        CpuStorage::F32(v) => v,
-        _ => candle_core::bail!("lm head expects f32 hidden states"),
-    };
-    let (a, b) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("lm head input must be contiguous".into()))?;
-    Ok(&data[a..b])
-}
-
 impl CustomOp1 for LmHead {
     fn name(&self) -> &'static str {
         "lm-head-logprobs"
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let h = contiguous(storage, layout)?;
+        let h = f32_slice(storage, layout, self.name())?;
         let (n, e) = layout.shape().dims2()?;
         let vocab = self.vocab();
         let mut out = vec![0f32; n];
-        self.with_weight(|w| {
+        with_f32(&self.w, self.name(), |w| {
             self.for_blocks(w, h, e, |b0, logits| {
                 let rows = logits.len() / vocab;
                 out[b0..b0 + rows]
@@ -154,12 +105,12 @@ impl CustomOp1 for LmHead {
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        let h = arg.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let h = f32_values(arg)?;
         let g = grad_res.contiguous()?.to_vec1::<f32>()?;
         let (n, e) = arg.dims2()?;
         let vocab = self.vocab();
         let mut dh = vec![0f32; n * e];
-        self.with_weight(|w| {
+        with_f32(&self.w, self.name(), |w| {
             self.for_blocks(w, &h, e, |b0, logits| {
                 let rows = logits.len() / vocab;
                 // d lp / d logits = g · (onehot(target) − softmax), in place.
@@ -209,6 +160,7 @@ impl CustomOp1 for LmHead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::{max_abs_diff, pull_back};
     use crate::ops;
     use candle_core::{Device, Var, D};
 
@@ -229,27 +181,12 @@ mod tests {
                 .unwrap()
                 .squeeze(1)
                 .unwrap();
-            let diff = |a: &Tensor, b: &Tensor| {
-                (a - b)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .max(0)
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap()
-            };
-            assert!(diff(&ours, &theirs) < 1e-5, "forward, block {block}");
-            let g1 = (ours * &up).unwrap().sum_all().unwrap().backward().unwrap();
-            let g2 = (theirs * &up)
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .backward()
-                .unwrap();
-            let d = diff(g1.get(&h).unwrap(), g2.get(&h).unwrap());
+            assert!(
+                max_abs_diff(&ours, &theirs) < 1e-5,
+                "forward, block {block}"
+            );
+            let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
+            let d = max_abs_diff(g1.get(&h).unwrap(), g2.get(&h).unwrap());
             assert!(d < 1e-5, "gradient differs by {d}, block {block}");
             assert!(g1.get(&w).is_none(), "no gradient for the frozen weight");
         }

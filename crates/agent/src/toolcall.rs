@@ -68,15 +68,46 @@ fn bare_call(reply: &str) -> Option<ParsedCall> {
     {
         body = inner.strip_suffix("```")?.trim();
     }
-    if !body.starts_with('{') || !body.ends_with('}') {
+    if !body.starts_with('{') {
         return None;
     }
-    let v: Value = serde_json::from_str(body).ok()?;
+    let v: Value = serde_json::from_str(body)
+        .ok()
+        .or_else(|| serde_json::from_str(&close_braces(body)?).ok())?;
     if v.get("name").is_some_and(Value::is_string) && v.get("arguments").is_some() {
         Some(parse_body(body))
     } else {
         None
     }
+}
+
+/// `body` with the one or two closing braces it lacks: small models often
+/// stop just short of the end of a call (`{"name": …, "arguments": {…}`).
+/// `None` when more is missing or something else is wrong.
+fn close_braces(body: &str) -> Option<String> {
+    let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
+    for c in body.chars() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+    }
+    (!in_string && (1..=2).contains(&depth))
+        .then(|| format!("{body}{}", "}".repeat(depth as usize)))
 }
 
 fn parse_body(body: &str) -> ParsedCall {
@@ -86,7 +117,10 @@ fn parse_body(body: &str) -> ParsedCall {
     };
     let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
-        Err(e) => return malformed(format!("it is not valid JSON ({e})")),
+        Err(e) => match close_braces(body).and_then(|b| serde_json::from_str(&b).ok()) {
+            Some(v) => v,
+            None => return malformed(format!("it is not valid JSON ({e})")),
+        },
     };
     let Some(name) = v.get("name").and_then(Value::as_str) else {
         return malformed("it has no \"name\" string".into());
@@ -146,6 +180,25 @@ mod tests {
         assert!(
             Hermes.parse("{\"answer\": 4}").is_empty(),
             "JSON that is not a call is an answer"
+        );
+        // A call one or two braces short is completed, tagged or bare.
+        let short = ParsedCall::Call {
+            name: "calculator".into(),
+            arguments: json!({"expression": "(5 + 3 - 2) * 4 {}"}),
+        };
+        let body =
+            "{\"name\": \"calculator\", \"arguments\": {\"expression\": \"(5 + 3 - 2) * 4 {}\"}";
+        assert_eq!(Hermes.parse(body), vec![short.clone()]);
+        assert_eq!(Hermes.parse(&format!("{body}\n")), vec![short.clone()]);
+        assert_eq!(
+            Hermes.parse(&format!("<tool_call>{body}</tool_call>")),
+            vec![short]
+        );
+        assert!(
+            Hermes
+                .parse("{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1\"}} so 1")
+                .is_empty(),
+            "a call followed by prose is an answer"
         );
         let stringy = Hermes
             .parse("<tool_call>{\"name\": \"x\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>");

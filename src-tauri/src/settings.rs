@@ -19,6 +19,9 @@ pub struct Settings {
     pub idle_minutes: Option<u64>,
     /// "light", "dark" or "system".
     pub theme: String,
+    /// Practice batches each night starts with (none: the night trains on
+    /// the day only).
+    pub practice: Vec<reverie_night::PracticeBatch>,
 }
 
 impl Default for Settings {
@@ -30,6 +33,7 @@ impl Default for Settings {
             sleep_at: None,
             idle_minutes: None,
             theme: "system".into(),
+            practice: Vec::new(),
         }
     }
 }
@@ -75,6 +79,7 @@ impl Settings {
         if s.max_tokens == 0 {
             return Err("max tokens must be at least 1".into());
         }
+        reverie_night::check_batches(&self.practice).map_err(|e| e.to_string())?;
         if !["light", "dark", "system"].contains(&self.theme.as_str()) {
             return Err(format!(
                 "theme must be light, dark or system (got {:?})",
@@ -128,5 +133,16 @@ mod tests {
         assert!(bad(|s| s.idle_minutes = Some(0)).contains("at least 1"));
         assert!(bad(|s| s.sampling.top_p = 0.0).contains("top-p"));
         assert!(bad(|s| s.theme = "neon".into()).contains("theme"));
+        fn practice(family: &str, tasks: usize) -> Vec<reverie_night::PracticeBatch> {
+            vec![reverie_night::PracticeBatch {
+                family: family.into(),
+                tasks,
+            }]
+        }
+        assert!(bad(|s| s.practice = practice("units", 4)).contains("held-out"));
+        assert!(bad(|s| s.practice = practice("ledger", 0)).contains("at least one task"));
+        let mut ok = Settings::default();
+        ok.practice = practice("arithmetic", 6);
+        assert_eq!(ok.validate(), Ok(()));
     }
 }

@@ -123,7 +123,11 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
     let model = app
         .model_path()
         .ok_or_else(|| anyhow::anyhow!("there is no model to train; choose one first"))?;
-    let cfg = night_config(app)?;
+    let mut cfg = night_config(app)?;
+    let practice = app.settings().practice;
+    if !practice.is_empty() {
+        cfg.practice = practice;
+    }
     let guard = reverie_night::lock::SleepGuard::acquire(&app.home)?;
     running.running = true;
     running.events.clear();

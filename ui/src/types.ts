@@ -96,6 +96,8 @@ export interface Settings {
   sleep_at: string | null;
   idle_minutes: number | null;
   theme: "light" | "dark" | "system";
+  /** Practice batches each night starts with. */
+  practice: { family: string; tasks: number }[];
 }
 
 export interface HealthView {

@@ -39,4 +39,5 @@ pub use error::NightError;
 pub use event::{NightEvent, Stage};
 pub use judge::{JudgedTask, Window};
 pub use pipeline::{run_night, NightOutcome};
+pub use practice::check_batches;
 pub use value::{predict, MemoryEntry, Prediction, ValueMemory};

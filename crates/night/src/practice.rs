@@ -16,7 +16,7 @@ use reverie_core::{ChannelId, MessageRole};
 use reverie_practice::tasker::tasker_reward;
 use reverie_store::Store;
 
-use crate::config::NightConfig;
+use crate::config::{NightConfig, PracticeBatch};
 use crate::error::NightError;
 use crate::judge::JudgedTask;
 
@@ -80,10 +80,15 @@ pub fn episode_tasks(
     Ok((tasks, skip))
 }
 
-/// The batches of `cfg.practice`, checked: known families, never the
-/// held-out one, at least one task.
+/// The batches of `cfg.practice`, checked.
 pub fn batches(cfg: &NightConfig) -> Result<Vec<(Family, usize)>, NightError> {
-    cfg.practice
+    check_batches(&cfg.practice)
+}
+
+/// Practice batches, checked: known families, never the held-out one, at
+/// least one task each.
+pub fn check_batches(batches: &[PracticeBatch]) -> Result<Vec<(Family, usize)>, NightError> {
+    batches
         .iter()
         .map(|b| {
             let f = Family::parse(&b.family).map_err(NightError::Config)?;

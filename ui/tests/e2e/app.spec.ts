@@ -177,7 +177,7 @@ test("sleep: confirmation, live progress with a loss chart, morning summary, rol
   await expect(page.getByTestId("train-figs")).toContainText("step 8/8");
   await expect(page.getByTestId("train-figs")).toContainText("42.5 tok/s");
   await expect(page.getByTestId("live-loss").locator("path")).toHaveCount(3);
-  await expect(progress.locator(".stages li.done")).toHaveCount(5);
+  await expect(progress.locator(".stages li.done")).toHaveCount(6);
   await page.screenshot({ path: path.join(shots, "sleep-progress.png") });
   await page.evaluate(() => (window as unknown as { __REVERIE_RESUME_SLEEP__: () => void }).__REVERIE_RESUME_SLEEP__());
   const summary = page.getByTestId("morning-summary");
@@ -190,6 +190,12 @@ test("sleep: confirmation, live progress with a loss chart, morning summary, rol
   await expect(page.getByLabel("Idle minutes")).toHaveValue("60");
   const saved = (await calls(page)).filter((c) => c.cmd === "set_settings").at(-1)?.args as { settings: { idle_minutes: number } };
   expect(saved.settings.idle_minutes).toBe(60);
+  // The next night practises arithmetic first.
+  await page.getByLabel("Practise arithmetic").check();
+  await page.getByLabel("arithmetic tasks").fill("4");
+  await expect(page.getByLabel("strings tasks")).toBeDisabled();
+  const practice = (await calls(page)).filter((c) => c.cmd === "set_settings").at(-1)?.args as { settings: { practice: { family: string; tasks: number }[] } };
+  expect(practice.settings.practice).toEqual([{ family: "arithmetic", tasks: 4 }]);
 });
 
 test("first run: fetch the default model with a progress bar, then chat", async ({ page }) => {

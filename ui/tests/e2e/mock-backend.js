@@ -14,6 +14,7 @@
       max_tool_calls: 24,
       sleep_at: null,
       idle_minutes: null,
+      practice: [],
       theme: "light",
     },
     channels: [
@@ -185,6 +186,7 @@
     get_settings: () => structuredClone(state.settings),
     set_settings: ({ settings }) => {
       if (settings.idle_minutes === 0) throw "idle minutes must be at least 1 (or off)";
+      if (settings.practice.some((p) => p.tasks < 1)) throw `practice ${settings.practice[0].family}: ask for at least one task`;
       state.settings = settings;
     },
     health: () => ({ report: "memory: 1.2 GB of 24 GB used\nmodel: Qwen2.5 Coder 0.5B Instruct\njobs: none running", model: null, sleeping: false }),

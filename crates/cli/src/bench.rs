@@ -59,6 +59,10 @@ pub enum BenchCommand {
         model: PathBuf,
         #[arg(long)]
         len: usize,
+        /// Unmeasured steps first (0 for a peak-memory run on a long
+        /// sequence).
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
     },
     /// Merge + q8_0 export time: ours vs llama.cpp's quantize tool.
     Export {
@@ -101,7 +105,9 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             python,
             json,
         } => crate::bench_train::train(home, model, lengths, threads, &python, json),
-        BenchCommand::TrainStep { model, len } => crate::bench_train::train_step(&model, len),
+        BenchCommand::TrainStep { model, len, warmup } => {
+            crate::bench_train::train_step(&model, len, warmup)
+        }
         BenchCommand::Export { model, json } => crate::bench_train::export(home, model, json),
     }
 }

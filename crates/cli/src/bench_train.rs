@@ -28,8 +28,9 @@ fn peak_rss() -> u64 {
     u.ru_maxrss as u64 * 1024
 }
 
-/// One warm-up and one measured LoRA step on `len` tokens; prints JSON.
-pub fn train_step(model: &Path, len: usize) -> anyhow::Result<ExitCode> {
+/// `warmup` unmeasured and one measured LoRA step on `len` tokens; prints
+/// JSON.
+pub fn train_step(model: &Path, len: usize, warmup: usize) -> anyhow::Result<ExitCode> {
     let m = Model::load(model)?;
     let ids: Vec<i32> = (0..len)
         .map(|i| (5 + (i * 7919) % (m.hp.n_vocab - 10)) as i32)
@@ -53,12 +54,14 @@ pub fn train_step(model: &Path, len: usize) -> anyhow::Result<ExitCode> {
     };
     let cfg = TrainConfig {
         batch_size: 1,
-        epochs: 2,
+        epochs: warmup + 1,
         checkpoint_every: 0,
         ..TrainConfig::default()
     };
     let mut t = Trainer::new(&m, vec![seq], cfg)?;
-    t.train_step()?;
+    for _ in 0..warmup {
+        t.train_step()?;
+    }
     let t0 = Instant::now();
     t.train_step()?;
     let dt = t0.elapsed().as_secs_f64();

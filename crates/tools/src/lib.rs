@@ -223,7 +223,32 @@ impl Toolbox {
         self.stop.store(false, std::sync::atomic::Ordering::SeqCst);
         let empty = Value::Object(Default::default());
         let args = if args.is_null() { &empty } else { args };
-        (tool.run)(self, args)
+        (tool.run)(self, &without_schema_words(args, &(tool.parameters)()))
+    }
+}
+
+/// JSON-schema words small models copy from a tool's definition into their
+/// arguments (`"required": ["expression"]` next to the expression).
+const SCHEMA_WORDS: [&str; 5] = [
+    "required",
+    "type",
+    "properties",
+    "description",
+    "additionalProperties",
+];
+
+/// `args` without the schema words that are not arguments of the tool, so
+/// a call whose intent is clear is not refused for the copy.
+fn without_schema_words(args: &Value, parameters: &Value) -> Value {
+    let declared = |k: &str| parameters["properties"].get(k).is_some();
+    match args {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !SCHEMA_WORDS.contains(&k.as_str()) || declared(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -574,4 +574,17 @@ fn calculator_answers_exactly_and_explains_what_it_cannot_read() {
         &f.err("calculator", json!({})),
         "bad arguments for calculator",
     );
+    // Schema words copied into the arguments are dropped; other unknown
+    // arguments are still refused.
+    assert_eq!(
+        f.ok_text(
+            "calculator",
+            json!({"expression": "2 + 2", "required": ["expression"], "type": "object"})
+        ),
+        "2 + 2 = 4"
+    );
+    assert_has(
+        &f.err("calculator", json!({"expression": "2 + 2", "precision": 3})),
+        "unknown field `precision`",
+    );
 }

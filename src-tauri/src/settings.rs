@@ -141,8 +141,10 @@ mod tests {
         }
         assert!(bad(|s| s.practice = practice("units", 4)).contains("held-out"));
         assert!(bad(|s| s.practice = practice("ledger", 0)).contains("at least one task"));
-        let mut ok = Settings::default();
-        ok.practice = practice("arithmetic", 6);
+        let ok = Settings {
+            practice: practice("arithmetic", 6),
+            ..Settings::default()
+        };
         assert_eq!(ok.validate(), Ok(()));
     }
 }

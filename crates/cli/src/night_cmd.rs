@@ -53,12 +53,13 @@ fn practice_spec(spec: &str) -> anyhow::Result<(Family, usize)> {
         ),
         None => (spec, 8),
     };
-    let family = Family::parse(name).map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(
-        !family.held_out(),
-        "--practice {spec}: {name} is the held-out family; it is only measured"
-    );
-    Ok((family, n))
+    let batch = PracticeBatch {
+        family: name.to_string(),
+        tasks: n,
+    };
+    let checked = reverie_night::check_batches(&[batch])
+        .map_err(|e| anyhow::anyhow!("--practice {spec}: {e}"))?;
+    Ok(checked[0])
 }
 
 /// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.

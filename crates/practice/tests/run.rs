@@ -8,7 +8,7 @@ use reverie_agent::CancelFlag;
 use reverie_core::{Home, MessageRole, SamplingParams};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_infer::{Constraint, Engine, EngineConfig};
-use reverie_practice::{run, Family, RunConfig, Task};
+use reverie_practice::{run, Episode, Family, PracticeError, RunConfig, Task};
 use reverie_store::Store;
 use reverie_tools::Services;
 
@@ -18,6 +18,20 @@ struct Setup {
     engine: Engine,
     store: Arc<Store>,
     services: Arc<Services>,
+}
+
+impl Setup {
+    /// Runs `cfg` on the tiny model, not cancelled, without a callback.
+    fn run(&self, cfg: &RunConfig) -> Result<Vec<Episode>, PracticeError> {
+        run(
+            &self.engine,
+            &self.store,
+            &self.services,
+            cfg,
+            &CancelFlag::default(),
+            &mut |_, _| {},
+        )
+    }
 }
 
 fn setup() -> Setup {
@@ -70,15 +84,7 @@ fn says_the_answer(task: &Task) -> Constraint {
 #[test]
 fn attempts_are_recorded_with_their_verdicts_and_only_the_familys_tools() {
     let s = setup();
-    let eps = run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &config(Family::Arithmetic, false),
-        &CancelFlag::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let eps = s.run(&config(Family::Arithmetic, false)).unwrap();
     assert_eq!(eps.len(), 2);
     assert_ne!(eps[0].task.prompt, eps[1].task.prompt);
     let stored = s.store.episodes_since(0).unwrap();
@@ -153,15 +159,7 @@ fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
     let mut cfg = config(Family::Arithmetic, false);
     cfg.model_tasker = true;
     cfg.samples = 2;
-    let eps = run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &cfg,
-        &CancelFlag::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let eps = s.run(&cfg).unwrap();
     assert_eq!(eps.len(), 4);
     let stored = s.store.episodes_since(0).unwrap();
     let taskers: Vec<_> = stored.iter().filter(|e| e.kind == "tasker").collect();
@@ -201,15 +199,7 @@ fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
     }
     let mut eval = config(Family::Units, true);
     eval.model_tasker = true;
-    run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &eval,
-        &CancelFlag::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    s.run(&eval).unwrap();
     assert_eq!(
         s.store
             .episodes_since(0)
@@ -228,15 +218,7 @@ fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
     let mut cfg = config(Family::Units, true);
     cfg.reply_constraint = Some(says_the_answer);
     cfg.params.max_tokens = 64;
-    let eps = run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &cfg,
-        &CancelFlag::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let eps = s.run(&cfg).unwrap();
     assert!(
         eps.iter().all(|e| e.verdict.passed),
         "{:?}",
@@ -253,30 +235,14 @@ fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
 #[test]
 fn bad_requests_are_refused_with_what_to_do() {
     let s = setup();
-    let cancel = CancelFlag::default();
-    let held_out = run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &config(Family::Units, false),
-        &cancel,
-        &mut |_, _| {},
-    );
+    let held_out = s.run(&config(Family::Units, false));
     assert!(held_out
         .unwrap_err()
         .to_string()
         .contains("held-out family"));
     let mut none = config(Family::Strings, false);
     none.n = 0;
-    let e = run(
-        &s.engine,
-        &s.store,
-        &s.services,
-        &none,
-        &cancel,
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let e = s.run(&none).unwrap_err();
     assert!(e.to_string().contains("at least one task"));
     assert!(Family::parse("poetry")
         .unwrap_err()

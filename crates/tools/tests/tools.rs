@@ -139,7 +139,8 @@ fn jobs_start_poll_stop_and_die_with_the_app() {
     );
     assert_has(&f.err("jobs", json!({"action": "poll"})), "needs `id`");
 
-    f.ok("jobs", json!({"action": "start", "code": "import time, os\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)"}));
+    f.ok("jobs", json!({"action": "start", "code": "import time, os\nopen('pid.tmp', 'w').write(str(os.getpid()))\nos.rename('pid.tmp', 'pid')\ntime.sleep(600)"}));
+    // Written under another name and renamed, so the test never reads it half-written.
     let pid_file = f.path("pid");
     let t0 = std::time::Instant::now();
     while !pid_file.exists() && t0.elapsed().as_secs() < 10 {

@@ -46,6 +46,11 @@ pub struct NightConfig {
     pub max_success_drop: f64,
     /// Share of sub-tasks that get the understanding pass.
     pub understanding_fraction: f64,
+    /// The night takes at least this many optimizer steps: when it has
+    /// fewer than `train.batch_size × min_train_steps` sequences, its
+    /// batches shrink (down to one sequence) rather than the whole night
+    /// becoming one step.
+    pub min_train_steps: usize,
     pub train: reverie_train::TrainConfig,
     /// Context size of the judge and value model.
     pub n_ctx: u32,
@@ -72,6 +77,7 @@ impl Default for NightConfig {
             verify_tasks: 8,
             max_success_drop: 0.25,
             understanding_fraction: 0.3,
+            min_train_steps: 8,
             stray_end_advantage: -1.0,
             train,
             n_ctx: 8192,
@@ -81,6 +87,15 @@ impl Default for NightConfig {
 }
 
 impl NightConfig {
+    /// The trainer's configuration for a night of `sequences` sequences.
+    pub fn train_for(&self, sequences: usize) -> reverie_train::TrainConfig {
+        let per_step = sequences.div_ceil(self.min_train_steps.max(1));
+        reverie_train::TrainConfig {
+            batch_size: self.train.batch_size.min(per_step).max(1),
+            ..self.train.clone()
+        }
+    }
+
     /// The deployed model at `model` as the night's judge, value model and
     /// practice partner: one slot, the night's context and GPU layers.
     pub fn engine(
@@ -96,5 +111,26 @@ impl NightConfig {
                 ..reverie_infer::EngineConfig::default()
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_nights_shrink_their_batches_to_keep_enough_steps() {
+        let cfg = NightConfig::default();
+        let batch = |n| cfg.train_for(n).batch_size;
+        assert_eq!(batch(1), 1);
+        assert_eq!(batch(8), 1);
+        assert_eq!(batch(40), 5);
+        assert_eq!(batch(512), 64);
+        assert_eq!(batch(5000), 64);
+        let one_step = NightConfig {
+            min_train_steps: 0,
+            ..NightConfig::default()
+        };
+        assert_eq!(one_step.train_for(40).batch_size, 40);
     }
 }

@@ -410,8 +410,7 @@ fn stages(
             });
         }
         let model = Model::load(&base)?;
-        let mut tcfg = cfg.train.clone();
-        tcfg.batch_size = tcfg.batch_size.min(seqs.len()).max(1);
+        let tcfg = cfg.train_for(seqs.len());
         let mut trainer = Trainer::new(&model, seqs, tcfg)?;
         if !night.done(Stage::Train) {
             let t = night.start(Stage::Train);

@@ -35,13 +35,16 @@ impl Default for OptimConfig {
     }
 }
 
-/// The learning rate at `step` (0-based) of `total`.
+/// The learning rate at `step` (0-based) of `total`. Warm-up takes at most
+/// a quarter of the run, so a short run (a small night) still trains at the
+/// full rate instead of ending inside its warm-up.
 pub fn lr_at(cfg: &OptimConfig, step: usize, total: usize) -> f64 {
-    if step < cfg.warmup_steps {
-        return cfg.lr * (step + 1) as f64 / cfg.warmup_steps as f64;
+    let warmup = cfg.warmup_steps.min(total / 4);
+    if step < warmup {
+        return cfg.lr * (step + 1) as f64 / warmup as f64;
     }
-    let span = total.saturating_sub(cfg.warmup_steps).max(1);
-    let progress = ((step - cfg.warmup_steps) as f64 / span as f64).min(1.0);
+    let span = total.saturating_sub(warmup).max(1);
+    let progress = ((step - warmup) as f64 / span as f64).min(1.0);
     let cosine = 0.5 * (1.0 + (std::f64::consts::PI * progress).cos());
     cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
 }
@@ -145,6 +148,10 @@ mod tests {
         assert!((lr_at(&c, 3, 20) - 1.0).abs() < 1e-9);
         assert!((lr_at(&c, 20, 20) - 0.1).abs() < 1e-9);
         assert!(lr_at(&c, 10, 20) < 1.0 && lr_at(&c, 10, 20) > 0.1);
+        // Short runs: warm-up shrinks to a quarter of the run.
+        assert!((lr_at(&c, 0, 8) - 0.5).abs() < 1e-9);
+        assert!((lr_at(&c, 1, 8) - 1.0).abs() < 1e-9);
+        assert!((lr_at(&c, 0, 1) - 1.0).abs() < 1e-9);
     }
 
     #[test]

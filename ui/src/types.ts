@@ -169,6 +169,14 @@ export interface Loss {
   user: number;
 }
 
+export interface FamilyCheck {
+  family: string;
+  level: number;
+  tasks: number;
+  before: number;
+  after: number;
+}
+
 export interface NightReport {
   summary?: {
     tasks: number;
@@ -180,7 +188,16 @@ export interface NightReport {
   seconds?: Record<string, number>;
   train?: { steps: number; losses: Loss[]; tokens: number };
   advantages?: (number | null)[];
-  verify?: { ok: boolean; why?: string; perplexity_before?: number; perplexity_after?: number };
+  /** One line per practice batch: family, level, attempts passed. */
+  practice?: string[];
+  verify?: {
+    ok: boolean;
+    why?: string;
+    perplexity_before?: number;
+    perplexity_after?: number;
+    /** Success on the same tasks with the old and the new model. */
+    tasks?: FamilyCheck[];
+  };
   deploy?: { checkpoint?: number; path?: string; kept?: string };
   notes?: { stage: string; message: string }[];
   cancelled?: boolean;

@@ -2,7 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import { LineChart } from "../charts";
 import { clock, duration, percent } from "../format";
 import { api, errorText } from "../ipc";
-import type { CheckpointView, SleepEstimate, SleepEvent } from "../types";
+import type { CheckpointView, FamilyCheck, SleepEstimate, SleepEvent } from "../types";
 import { applySleepEvent, fractionDone, idle, startProgress, STAGES, type SleepProgress } from "./sleepStore";
 import { MoonIcon } from "../icons";
 import { Schedule } from "./Schedule";
@@ -155,6 +155,12 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
                   </tr>
                 </tbody>
               </table>
+              {(o.report.practice?.length ?? 0) > 0 && (
+                <ul className="practice-lines" data-testid="practice-lines">
+                  {o.report.practice?.map((l, i) => <li key={i}>{l}</li>)}
+                </ul>
+              )}
+              {(o.report.verify?.tasks?.length ?? 0) > 0 && <TaskChecks checks={o.report.verify?.tasks ?? []} />}
               {progress.notes.length > 0 && (
                 <details>
                   <summary>{progress.notes.length} notes</summary>
@@ -190,5 +196,30 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
       </table>
       <Schedule />
     </div>
+  );
+}
+
+/** Tasks solved per family by the old and the new model, as paired bars. */
+function TaskChecks({ checks }: { checks: FamilyCheck[] }) {
+  return (
+    <table className="task-checks" data-testid="task-checks">
+      <caption>Tasks solved, old model → new model</caption>
+      <tbody>
+        {checks.map((c) => (
+          <tr key={c.family}>
+            <th>
+              {c.family} <span className="muted">level {c.level}, {c.tasks} tasks</span>
+            </th>
+            <td>
+              <div className="bar before" style={{ width: `${c.before * 100}%` }} title={`before: ${percent(c.before)}`} />
+              <div className="bar after" style={{ width: `${c.after * 100}%` }} title={`after: ${percent(c.after)}`} />
+            </td>
+            <td className={c.after > c.before ? "better" : c.after < c.before ? "worse" : ""}>
+              {percent(c.before)} → {percent(c.after)}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }

@@ -183,6 +183,11 @@ test("sleep: confirmation, live progress with a loss chart, morning summary, rol
   const summary = page.getByTestId("morning-summary");
   await expect(summary).toContainText("Deployed a new checkpoint");
   await expect(summary).toContainText("41.60 → 41.20");
+  await expect(summary.getByTestId("practice-lines")).toContainText("6 of 16 attempts passed");
+  const checks = summary.getByTestId("task-checks");
+  await expect(checks.getByRole("row", { name: /arithmetic/ })).toContainText("38% → 63%");
+  await expect(checks.getByRole("row", { name: /arithmetic/ }).locator(".better")).toHaveCount(1);
+  await expect(checks.getByRole("row", { name: /units/ })).toContainText("25% → 25%");
   await page.screenshot({ path: path.join(shots, "sleep-summary.png") });
   await page.getByRole("row", { name: /#1/ }).getByRole("button", { name: "Use this one" }).click();
   await expect(page.getByRole("row", { name: /#1/ })).toHaveClass(/active/);

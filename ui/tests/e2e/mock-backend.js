@@ -148,7 +148,14 @@
       report: {
         summary: { tasks: 5, mean_reward: 0.8, mean_predicted: 0.7, mean_abs_prediction_error: 0.1 },
         train: { steps: 8, tokens: 5000, losses: [] },
-        verify: { ok: true, perplexity_before: 41.6, perplexity_after: 41.2 },
+        practice: ["practised arithmetic at level 2: 6 of 16 attempts passed"],
+        verify: {
+          ok: true, perplexity_before: 41.6, perplexity_after: 41.2,
+          tasks: [
+            { family: "arithmetic", level: 2, tasks: 8, before: 0.375, after: 0.625 },
+            { family: "units", level: 3, tasks: 8, before: 0.25, after: 0.25 },
+          ],
+        },
       },
     });
   }

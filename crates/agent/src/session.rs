@@ -17,6 +17,11 @@ const MAX_REPEATED_FAILURES: usize = 3;
 /// that varies a broken call slightly is not getting anywhere either.
 const MAX_FAILURES_IN_A_ROW: usize = 5;
 
+/// Added to the result of a call the turn already made with the same
+/// arguments and result, so a small model that repeats itself is told to
+/// use what it has.
+const REPEAT_HINT: &str = "(Same call and result as earlier in this turn: use it and answer.)";
+
 /// One call's outcome as the loop sees it.
 struct CallResult {
     /// Name, arguments and result: equal for a call repeated to no effect.
@@ -237,6 +242,7 @@ impl<'a> ChannelSession<'a> {
         let mut calls_made = 0;
         let mut sampled = 0;
         let (mut last_failure, mut repeated, mut failed_in_row) = (None::<String>, 0, 0);
+        let mut succeeded = std::collections::HashSet::new();
         let (mut reply_message, mut reply, mut finish);
         loop {
             let n;
@@ -269,7 +275,15 @@ impl<'a> ChannelSession<'a> {
                 failed_in_row = if r.ok { 0 } else { failed_in_row + 1 };
             }
             let mut t = self.transcript.clone();
-            for CallResult { text, .. } in results {
+            for CallResult {
+                mut text,
+                ok,
+                signature,
+            } in results
+            {
+                if ok && !succeeded.insert(signature) {
+                    text = format!("{text}\n\n{REPEAT_HINT}");
+                }
                 let msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 let span = self.engine.append_messages(&mut t, &[msg])?;
                 self.store

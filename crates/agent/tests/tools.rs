@@ -24,7 +24,9 @@ fn engine(dir: &std::path::Path, slots: usize) -> Arc<Engine> {
             &p,
             EngineConfig {
                 slots,
-                n_ctx: 24576,
+                // A token per byte: 100 calls per channel, the reminders
+                // on repeated reads included, fit.
+                n_ctx: 32768,
                 threads: 1,
                 ..EngineConfig::default()
             },
@@ -109,7 +111,7 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
     let t0 = std::time::Instant::now();
     for p in pending {
         let out = p.wait().unwrap();
-        assert_eq!(out.reason, StopReason::ToolLimit);
+        assert_eq!(out.reason, StopReason::ToolLimit, "{out:?}");
         assert_eq!(out.tool_calls, CALLS_PER_TURN);
     }
     agent.shutdown();
@@ -166,6 +168,56 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         .filter(|(_, e)| matches!(e, ChatEvent::Notice { .. }))
         .count();
     assert_eq!(notices, CHANNELS * TURNS, "each turn says it hit the limit");
+}
+
+#[test]
+fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "loop");
+    let agent = Agent::new(
+        engine,
+        store.clone(),
+        services,
+        AgentConfig {
+            max_tool_calls: 3,
+            allowed_tools: Some(vec!["read_file".into()]),
+            reply_constraint: Some(Constraint::Gbnf(
+                r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
+            )),
+            ..AgentConfig::default()
+        },
+    );
+    let out = agent
+        .send("loop", "read f3 again and again", &sampling(1), |_| {})
+        .unwrap()
+        .wait()
+        .unwrap();
+    agent.shutdown();
+    assert_eq!(out.tool_calls, 3);
+    let id = store.channel_by_name("loop").unwrap().unwrap().id;
+    let msgs = store.messages(id).unwrap();
+    let tool: Vec<&str> = msgs
+        .iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(tool.len(), 3);
+    assert!(!tool[0].contains("Same call"), "{}", tool[0]);
+    for t in &tool[1..] {
+        assert!(t.contains("loop holds file 3"), "{t}");
+        assert!(t.contains("Same call and result as earlier"), "{t}");
+    }
+    // The call's own record keeps the tool's result as it was.
+    let results: Vec<String> = msgs
+        .iter()
+        .flat_map(|m| store.tool_calls(m.id).unwrap())
+        .map(|c| c.result.unwrap_or_default())
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results
+        .iter()
+        .all(|r| r == &results[0] && !r.contains("Same call")));
+    assert_eq!(tool[0], results[0]);
 }
 
 #[test]

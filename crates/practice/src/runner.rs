@@ -51,8 +51,10 @@ pub struct Episode {
     pub tool_calls: usize,
 }
 
-/// Sampling temperature of practice attempts.
-pub const PRACTICE_TEMPERATURE: f32 = 0.4;
+/// Sampling temperature of practice attempts: warm enough that the
+/// attempts at one task differ, since a group whose attempts all agree
+/// (all pass or all fail) has no advantage to teach.
+pub const PRACTICE_TEMPERATURE: f32 = 0.7;
 
 /// The seed of measuring batches, so every eval of a family sees the same
 /// tasks.

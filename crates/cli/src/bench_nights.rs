@@ -125,6 +125,9 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             "deployed": out.deployed,
             "kept_reason": out.kept_reason,
             "perplexity": out.report["verify"],
+            "train_steps": out.report["train"]["steps"],
+            "losses": out.report["train"]["losses"],
+            "stage_seconds": out.report["seconds"],
             "practice_seconds": practice_s,
             "seconds": t.elapsed().as_secs_f64(),
         }));

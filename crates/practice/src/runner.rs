@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
-use reverie_core::SamplingParams;
+use reverie_core::{SamplingParams, StopReason};
 use reverie_infer::{Constraint, Engine, EngineConfig};
 use reverie_store::{EpisodeKind, NewEpisode, PracticeEpisode, Store};
 use reverie_tools::{Services, Toolbox};
@@ -215,6 +215,16 @@ fn solve(
     session.set_reply_constraint(cfg.reply_constraint.map(|f| f(task)));
     let (reply, tool_calls, verdict) =
         match session.send(&task.prompt, &params, cancel, &mut |_| {}) {
+            // A turn stopped at the tool-call limit ended on a call, not an
+            // answer: a number inside that call is not the agent's answer.
+            Ok(o) if o.reason == StopReason::ToolLimit => {
+                let why = format!(
+                    "no answer: the turn was stopped after {} tool calls",
+                    o.tool_calls
+                );
+                let v = Verdict { passed: false, why };
+                (o.reply, o.tool_calls, v)
+            }
             Ok(o) => {
                 let v = check(task, &o.reply, &workspace);
                 (o.reply, o.tool_calls, v)

@@ -232,6 +232,30 @@ fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
         .all(|r| r.kind == "eval" && r.passed));
 }
 
+/// Every reply is a calculator call whose expression is the right answer.
+fn calls_with_the_answer(task: &Task) -> Constraint {
+    Constraint::Gbnf(format!(
+        r#"root ::= "<tool_call>\n{{\"name\": \"calculator\", \"arguments\": {{\"expression\": \"{}\"}}}}\n</tool_call>""#,
+        task.expected
+    ))
+}
+
+#[test]
+fn a_turn_stopped_at_the_call_limit_has_not_answered() {
+    let s = setup();
+    let mut cfg = config(Family::Arithmetic, true);
+    cfg.reply_constraint = Some(calls_with_the_answer);
+    // The tiny model spends a token per byte.
+    cfg.params.max_tokens = 256;
+    let eps = s.run(&cfg).unwrap();
+    for e in &eps {
+        assert_eq!(e.tool_calls, 2, "{:?}", e.reply);
+        assert!(e.reply.contains(&e.task.expected), "{}", e.reply);
+        assert!(!e.verdict.passed);
+        assert!(e.verdict.why.contains("no answer"), "{}", e.verdict.why);
+    }
+}
+
 #[test]
 fn bad_requests_are_refused_with_what_to_do() {
     let s = setup();

@@ -31,6 +31,9 @@ pub struct AgentConfig {
     pub allowed_tools: Option<Vec<String>>,
     /// A constraint on every reply (tests drive tool calls with it).
     pub reply_constraint: Option<Constraint>,
+    /// Whether a turn stopped by the harness (tool-call limit, failing
+    /// calls) ends on one more reply, without tools, that answers.
+    pub answer_when_stopped: bool,
 }
 
 impl Default for AgentConfig {
@@ -41,6 +44,7 @@ impl Default for AgentConfig {
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             allowed_tools: None,
             reply_constraint: None,
+            answer_when_stopped: true,
         }
     }
 }
@@ -210,6 +214,9 @@ impl Agent {
                     let mut setup = ToolSetup::new(toolbox);
                     setup.max_calls = config.max_tool_calls;
                     setup.allowed = config.allowed_tools.clone();
+                    if !config.answer_when_stopped {
+                        setup.wrap_up = None;
+                    }
                     session = session.with_tools(setup);
                 }
                 session.set_reply_constraint(config.reply_constraint.clone());

@@ -28,6 +28,7 @@ pub mod reasoning;
 mod session;
 pub mod stray;
 pub mod toolcall;
+pub mod wrap_up;
 
 pub use actor::{Agent, AgentConfig, PendingTurn};
 pub use cancel::CancelFlag;

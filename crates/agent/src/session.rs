@@ -43,6 +43,9 @@ pub struct ToolSetup {
     pub max_calls: usize,
     /// Only these tools are offered and run (all when `None`).
     pub allowed: Option<Vec<String>>,
+    /// The constraint of the reply that follows a stopped turn (by default
+    /// one that cannot hold a call); `None` ends the turn on the notice.
+    pub wrap_up: Option<Constraint>,
 }
 
 impl ToolSetup {
@@ -52,6 +55,7 @@ impl ToolSetup {
             format: Box::new(Hermes),
             max_calls: DEFAULT_MAX_TOOL_CALLS,
             allowed: None,
+            wrap_up: Some(crate::wrap_up::no_tools()),
         }
     }
 
@@ -98,6 +102,10 @@ pub struct TurnOutcome {
     pub usage: reverie_infer::Usage,
     pub tool_calls: usize,
 }
+
+/// One recorded reply: its message, text, why it ended with the usage, and
+/// how many tokens were sampled.
+type Reply = (MessageId, String, (StopReason, reverie_infer::Usage), usize);
 
 pub struct ChannelSession<'a> {
     detector: fn(&str) -> bool,
@@ -298,18 +306,26 @@ impl<'a> ChannelSession<'a> {
                 };
                 break;
             }
-            let max = self.tools.as_ref().map_or(0, |t| t.max_calls);
+            let (max, wrap_up) = self
+                .tools
+                .as_ref()
+                .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
+            let then = if wrap_up.is_some() {
+                crate::wrap_up::ANSWER_NOW
+            } else {
+                "Ask to continue if there is more to do."
+            };
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
-                    "This turn was stopped: the same tool call failed {repeated} times in a row. Read the error, then try something different."
+                    "This turn was stopped: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(
-                    "This turn was stopped: {failed_in_row} tool calls in a row failed. Read the errors and answer with what you know, or ask for help."
+                    "This turn was stopped: {failed_in_row} tool calls in a row failed. Read the errors. {then}"
                 ))
             } else if calls_made >= max {
                 Some(format!(
-                    "This turn was stopped after {calls_made} tool calls, the limit for one turn. Ask to continue if there is more to do."
+                    "This turn was stopped after {calls_made} tool calls, the limit for one turn. {then}"
                 ))
             } else {
                 None
@@ -320,7 +336,17 @@ impl<'a> ChannelSession<'a> {
                     channel: ch,
                     text: notice,
                 });
-                finish.0 = StopReason::ToolLimit;
+                if let Some(constraint) = wrap_up {
+                    let n;
+                    (reply_message, reply, finish, n) =
+                        self.wrap_up(constraint, params, cancel, on_event)?;
+                    sampled += n;
+                }
+                finish.0 = if cancel.is_cancelled() {
+                    StopReason::Cancelled
+                } else {
+                    StopReason::ToolLimit
+                };
                 break;
             }
             // The next reply's scaffolding (the assistant prompt) is stored with it.
@@ -466,6 +492,24 @@ impl<'a> ChannelSession<'a> {
         Ok(results)
     }
 
+    /// The last reply of a stopped turn, under `constraint` instead of the
+    /// session's own.
+    fn wrap_up(
+        &mut self,
+        constraint: Constraint,
+        params: &SamplingParams,
+        cancel: &CancelFlag,
+        on_event: &mut dyn FnMut(ChatEvent),
+    ) -> Result<Reply, AgentError> {
+        let mut t = self.transcript.clone();
+        let scaffold = self.engine.extend_transcript(&mut t, &[])?;
+        self.transcript = t;
+        let own = self.constraint.replace(constraint);
+        let out = self.reply(params, cancel, on_event, scaffold);
+        self.constraint = own;
+        out
+    }
+
     /// Records a harness notice the model will see, as `warning` tokens.
     fn record_notice(&mut self, text: &str) -> Result<(), AgentError> {
         let mut t = self.transcript.clone();
@@ -518,7 +562,7 @@ impl<'a> ChannelSession<'a> {
         cancel: &CancelFlag,
         on_event: &mut dyn FnMut(ChatEvent),
         prefix: TokenSpan,
-    ) -> Result<(MessageId, String, (StopReason, reverie_infer::Usage), usize), AgentError> {
+    ) -> Result<Reply, AgentError> {
         let ch = self.channel;
         let mut req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
         if let Some(c) = &self.constraint {

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use reverie_agent::toolcall::{Hermes, ToolCallFormat};
 use reverie_agent::{Agent, AgentConfig, CancelFlag, ChannelSession, ChatEvent, ToolSetup};
 use reverie_core::{Home, MessageRole, SamplingParams, StopReason, TokenRole};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
@@ -308,6 +309,66 @@ fn stored_tokens_reproduce_what_the_model_saw() {
         rendered.trim_end().trim_end_matches("<|im_end|>"),
         "tokens and template differ"
     );
+}
+
+#[test]
+fn a_turn_stopped_at_the_limit_ends_on_an_answer_without_tools() {
+    let (_dir, store, services, engine) = setup(1);
+    for seed in 0..4 {
+        let name = format!("wrap{seed}");
+        write_files(&services, &store, &name);
+        let id = store.ensure_channel(&name).unwrap();
+        let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+        setup.max_calls = 2;
+        let mut s = ChannelSession::open(&engine, &store, &name, "Be brief.")
+            .unwrap()
+            .with_tools(setup);
+        // Every reply the session asks for is a call; the last one is not
+        // the session's to shape.
+        s.set_reply_constraint(Some(Constraint::Gbnf(READ_ONE_OF_TEN.into())));
+        let out = s
+            .send("read", &sampling(seed), &CancelFlag::default(), &mut |_| {})
+            .unwrap();
+        assert_eq!((out.tool_calls, out.reason), (2, StopReason::ToolLimit));
+        assert!(Hermes.parse(&out.reply).is_empty(), "{:?}", out.reply);
+        let first = out.reply.chars().next();
+        assert!(
+            first.is_some_and(|c| !"{<`[".contains(c) && !c.is_whitespace()),
+            "{:?}",
+            out.reply
+        );
+        assert!(
+            !out.reply.contains('<') && !out.reply.contains('`'),
+            "{:?}",
+            out.reply
+        );
+
+        let msgs = store.messages(id).unwrap();
+        let (notice, last) = (&msgs[msgs.len() - 2], &msgs[msgs.len() - 1]);
+        assert!(notice.text.contains("Answer now"), "{}", notice.text);
+        assert_eq!(
+            (last.id, last.role),
+            (out.reply_message, MessageRole::Assistant)
+        );
+        assert_eq!(last.text, out.reply);
+        assert!(last.tokens.roles.contains(&TokenRole::Action));
+        assert!(store.tool_calls(last.id).unwrap().is_empty());
+    }
+    // Without a last reply, the turn ends on the notice.
+    let id = store.ensure_channel("bare").unwrap();
+    let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+    (setup.max_calls, setup.wrap_up) = (2, None);
+    let mut s = ChannelSession::open(&engine, &store, "bare", "Be brief.")
+        .unwrap()
+        .with_tools(setup);
+    s.set_reply_constraint(Some(Constraint::Gbnf(READ_ONE_OF_TEN.into())));
+    let out = s
+        .send("read", &sampling(9), &CancelFlag::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(out.reason, StopReason::ToolLimit);
+    assert!(!Hermes.parse(&out.reply).is_empty());
+    let last = store.messages(id).unwrap().pop().unwrap();
+    assert!(last.text.contains("Ask to continue"), "{}", last.text);
 }
 
 /// The first tool result recorded in the session's channel.

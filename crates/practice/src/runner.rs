@@ -40,6 +40,9 @@ pub struct RunConfig {
     /// Constrains the shape of the solver's replies for a task (a format a
     /// model cannot keep yet; tests that need a known answer).
     pub reply_constraint: Option<fn(&Task) -> Constraint>,
+    /// Constrains the answer that follows a turn stopped at the tool-call
+    /// limit (by default, any reply without a call).
+    pub wrap_up_constraint: Option<fn(&Task) -> Constraint>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +84,7 @@ impl RunConfig {
             max_tool_calls: 8,
             model_tasker: false,
             reply_constraint: None,
+            wrap_up_constraint: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl RunConfig {
             max_tool_calls: 8,
             model_tasker: true,
             reply_constraint: None,
+            wrap_up_constraint: None,
         }
     }
 
@@ -211,33 +216,42 @@ fn solve(
     let mut setup = ToolSetup::new(toolbox);
     setup.max_calls = cfg.max_tool_calls;
     setup.allowed = Some(cfg.family.tools().iter().map(|s| s.to_string()).collect());
+    if let Some(f) = cfg.wrap_up_constraint {
+        setup.wrap_up = Some(f(task));
+    }
     let mut session = ChannelSession::open(engine, store, name, SOLVER_PROMPT)?.with_tools(setup);
     session.set_reply_constraint(cfg.reply_constraint.map(|f| f(task)));
-    let (reply, tool_calls, verdict) =
-        match session.send(&task.prompt, &params, cancel, &mut |_| {}) {
-            // A turn stopped at the tool-call limit ended on a call, not an
-            // answer: a number inside that call is not the agent's answer.
-            Ok(o) if o.reason == StopReason::ToolLimit => {
-                let why = format!(
-                    "no answer: the turn was stopped after {} tool calls",
-                    o.tool_calls
-                );
-                let v = Verdict { passed: false, why };
-                (o.reply, o.tool_calls, v)
-            }
-            Ok(o) => {
-                let v = check(task, &o.reply, &workspace);
-                (o.reply, o.tool_calls, v)
-            }
-            Err(e) => (
-                String::new(),
-                0,
-                Verdict {
-                    passed: false,
-                    why: format!("the attempt failed to run: {e}"),
-                },
-            ),
-        };
+    let outcome = session.send(&task.prompt, &params, cancel, &mut |_| {});
+    let holds_a_call = |reply: &str| {
+        session
+            .tools()
+            .is_some_and(|t| !t.format.parse(reply).is_empty())
+    };
+    let (reply, tool_calls, verdict) = match outcome {
+        // A stopped turn ends on a reply without tools; if it still
+        // holds a call, the turn never answered, and a number inside
+        // that call is not the agent's answer.
+        Ok(o) if o.reason == StopReason::ToolLimit && holds_a_call(&o.reply) => {
+            let why = format!(
+                "no answer: the turn was stopped after {} tool calls",
+                o.tool_calls
+            );
+            let v = Verdict { passed: false, why };
+            (o.reply, o.tool_calls, v)
+        }
+        Ok(o) => {
+            let v = check(task, &o.reply, &workspace);
+            (o.reply, o.tool_calls, v)
+        }
+        Err(e) => (
+            String::new(),
+            0,
+            Verdict {
+                passed: false,
+                why: format!("the attempt failed to run: {e}"),
+            },
+        ),
+    };
     store.record_episode(&NewEpisode {
         channel,
         family: cfg.family.as_str(),

@@ -74,6 +74,7 @@ fn config(family: Family, eval: bool) -> RunConfig {
         max_tool_calls: 2,
         model_tasker: false,
         reply_constraint: None,
+        wrap_up_constraint: None,
     }
 }
 
@@ -241,11 +242,46 @@ fn calls_with_the_answer(task: &Task) -> Constraint {
 }
 
 #[test]
-fn a_turn_stopped_at_the_call_limit_has_not_answered() {
+fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
     let s = setup();
     let mut cfg = config(Family::Arithmetic, true);
     cfg.reply_constraint = Some(calls_with_the_answer);
+    cfg.wrap_up_constraint = Some(says_the_answer);
     // The tiny model spends a token per byte.
+    cfg.params.max_tokens = 256;
+    let eps = s.run(&cfg).unwrap();
+    for e in &eps {
+        assert_eq!(e.tool_calls, 2, "{:?}", e.reply);
+        assert!(e.reply.starts_with("The result is"), "{}", e.reply);
+        assert!(e.verdict.passed, "{:?}", e.verdict);
+    }
+    // The answer follows the notice that stopped the turn.
+    let ch = s
+        .store
+        .channel_by_name(&eps[0].channel)
+        .unwrap()
+        .unwrap()
+        .id;
+    let texts: Vec<String> = s
+        .store
+        .messages(ch)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    let notice = texts
+        .iter()
+        .position(|t| t.contains("limit for one turn"))
+        .unwrap();
+    assert_eq!(texts.len(), notice + 2, "{texts:?}");
+}
+
+#[test]
+fn a_stopped_turn_whose_last_reply_is_still_a_call_has_not_answered() {
+    let s = setup();
+    let mut cfg = config(Family::Arithmetic, true);
+    cfg.reply_constraint = Some(calls_with_the_answer);
+    cfg.wrap_up_constraint = Some(calls_with_the_answer);
     cfg.params.max_tokens = 256;
     let eps = s.run(&cfg).unwrap();
     for e in &eps {

@@ -108,6 +108,7 @@ mod tests {
             reward,
             turns: 1,
             tokens: Default::default(),
+            answered: None,
         })
     }
 

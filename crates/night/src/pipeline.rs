@@ -595,10 +595,6 @@ fn mean(v: &[f32]) -> Option<f32> {
     (!v.is_empty()).then(|| v.iter().sum::<f32>() / v.len() as f32)
 }
 
-/// Training sequences: each judged sub-task is its channel's recorded tokens
-/// up to the sub-task's last message, with earlier replies demoted to
-/// context (the advantage belongs to this sub-task's actions only); each
-/// value prediction is a sequence rewarded for its accuracy.
 /// Adds the task checks to the perplexity verdict; the first family that
 /// dropped by more than `max_drop` fails it.
 fn with_task_checks(
@@ -622,6 +618,11 @@ fn with_task_checks(
     verdict
 }
 
+/// Training sequences: each judged sub-task is its channel's recorded tokens
+/// up to the sub-task's last message, with earlier replies demoted to
+/// context (the advantage belongs to this sub-task's actions only); each
+/// value prediction is a sequence rewarded for the accuracy of the grade it
+/// wrote.
 fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -664,7 +665,7 @@ fn sequences(
                     ids: p.tokens.ids.clone(),
                     roles: p.tokens.roles.clone(),
                     advantage: 0.0,
-                    reward: Some(1.0 - (p.reward - task.reward).abs()),
+                    reward: Some(1.0 - (p.answered() - task.reward).abs()),
                     group: Some("value-model".into()),
                     token_advantages: vec![],
                 });

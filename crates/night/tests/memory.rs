@@ -59,6 +59,15 @@ fn a_prediction_does_not_depend_on_tonight_s_judgements() {
     assert_eq!(before.tokens.ids, after.tokens.ids);
     assert_eq!(before.tokens.roles, after.tokens.roles);
     assert_eq!((before.reward, before.turns), (after.reward, after.turns));
+    // The baseline is the mean grade under the model's distribution, read
+    // from llama.cpp's logits, not the one grade the answer wrote.
+    let answered = before.answered.unwrap();
+    assert!((0.0..=1.0).contains(&before.reward), "{}", before.reward);
+    assert!(
+        (before.reward - answered).abs() > 1e-3,
+        "{} vs {answered}",
+        before.reward
+    );
     // and the memory does reach the prompt: relevant past tasks come first
     assert_eq!(
         mem_after.nearest(b, 5, 0.9)[0].description,

@@ -219,7 +219,7 @@ fn reward_digit(engine: &Engine, answer: &TokenSpan) -> Option<usize> {
 /// read as the end of the number).
 fn grade_mean(first: &[f64], after_one: &[f64]) -> Option<f32> {
     let total: f64 = first.iter().sum();
-    if !(total > 0.0) || first.len() != 10 || after_one.len() != 10 {
+    if total.is_nan() || total <= 0.0 || first.len() != 10 || after_one.len() != 10 {
         return None;
     }
     let ended: f64 = 1.0 - after_one[1..].iter().sum::<f64>();

@@ -9,6 +9,7 @@
 mod bench;
 mod bench_nights;
 mod bench_train;
+mod bench_value;
 mod channel_cmd;
 mod chat;
 mod doctor;

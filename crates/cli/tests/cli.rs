@@ -158,6 +158,10 @@ fn bad_model_files_get_clear_errors() {
 
     let out = reverie(home, &["model", "use", bad.to_str().unwrap()]);
     assert!(!out.status.success());
+    // Nothing has slept here, so there are no baselines to check.
+    let out = reverie(home, &["bench", "value"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no finished night"));
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
     let out = reverie(

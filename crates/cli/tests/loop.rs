@@ -116,6 +116,22 @@ fn day_night_day() {
         "30% of the sub-tasks get the understanding pass: {report}"
     );
 
+    // The night's baselines, read back: every judged sub-task predicted
+    // again, its written grade and its mean grade side by side.
+    let value = last_json(&reverie(home, &["bench", "value", "--json"]));
+    let tasks = report["tasks"].as_array().unwrap().len() as u64;
+    assert_eq!(
+        value["tasks"].as_u64().unwrap() + value["unanswered"].as_u64().unwrap(),
+        tasks,
+        "{value}"
+    );
+    for k in ["mae_answered", "mae_mean", "spread_mean"] {
+        assert!(
+            value[k].as_f64().is_some_and(|v| (0.0..=1.0).contains(&v)),
+            "{value}"
+        );
+    }
+
     // Morning: the new model is the active one and llama.cpp serves it.
     let list = last_json(&reverie(home, &["model", "list", "--json"]));
     assert_eq!(

@@ -40,4 +40,4 @@ pub use event::{NightEvent, Stage};
 pub use judge::{JudgedTask, Window};
 pub use pipeline::{run_night, NightOutcome};
 pub use practice::check_batches;
-pub use value::{predict, MemoryEntry, Prediction, ValueMemory};
+pub use value::{predict, MemoryEntry, Prediction, Similarity, ValueMemory};

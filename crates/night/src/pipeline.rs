@@ -15,7 +15,7 @@ use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
 use crate::judge::{judge_window, understanding, windows, JudgedTask};
-use crate::value::{predict, Prediction, ValueMemory};
+use crate::value::{predict, Prediction, Similarity, ValueMemory};
 use crate::verify::{families_to_check, perplexity, task_success, FamilyCheck};
 
 /// How a night ended.
@@ -525,54 +525,6 @@ fn stages(
         kept_reason: None,
         report: night.report.clone(),
     })
-}
-
-/// Sentence embeddings when the embedding model is installed, else word
-/// overlap.
-struct Similarity<'s> {
-    embedder: Option<reverie_embed::Embedder>,
-    /// Embeddings persist in the store across nights.
-    store: &'s Store,
-}
-
-impl<'s> Similarity<'s> {
-    fn new(home: &Home, store: &'s Store) -> Similarity<'s> {
-        let dir = home.models().join("all-minilm-l6-v2");
-        let embedder = dir
-            .join("model.safetensors")
-            .exists()
-            .then(|| reverie_embed::Embedder::load(&dir))
-            .and_then(|r| {
-                r.map_err(|e| tracing::warn!("embedding model unusable, using word overlap: {e}"))
-                    .ok()
-            });
-        Similarity { embedder, store }
-    }
-
-    fn kind(&self) -> &'static str {
-        if self.embedder.is_some() {
-            "all-minilm-l6-v2"
-        } else {
-            "word-overlap"
-        }
-    }
-
-    fn vector(&self, e: &reverie_embed::Embedder, text: &str) -> Option<Vec<f32>> {
-        reverie_embed::embed_cached(e, self.store, &[text])
-            .map_err(|err| tracing::warn!("{err}"))
-            .ok()?
-            .pop()
-    }
-
-    fn score(&self, a: &str, b: &str) -> f64 {
-        match &self.embedder {
-            Some(e) => match (self.vector(e, a), self.vector(e, b)) {
-                (Some(x), Some(y)) => reverie_embed::cosine(&x, &y).max(0.0) as f64,
-                _ => crate::value::word_overlap(a, b),
-            },
-            None => crate::value::word_overlap(a, b),
-        }
-    }
 }
 
 /// A reproducible choice of `ceil(fraction · n)` indices out of `n`.

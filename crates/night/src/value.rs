@@ -17,6 +17,11 @@ pub struct MemoryEntry {
     pub reward: f32,
     pub turns: u32,
     pub age_days: f64,
+    /// The night that judged it, and when that night started.
+    #[serde(default)]
+    pub night: i64,
+    #[serde(default)]
+    pub started_ms: i64,
 }
 
 /// Sub-tasks of earlier nights. The current night's sub-tasks are added only
@@ -47,6 +52,8 @@ impl ValueMemory {
                         reward: t.reward,
                         turns: t.turns,
                         age_days: age,
+                        night: n.id,
+                        started_ms: n.started_ms,
                     });
                 }
             }
@@ -77,6 +84,54 @@ impl ValueMemory {
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.into_iter().take(k).map(|(_, e)| e).collect()
+    }
+}
+
+/// Sentence embeddings when the embedding model is installed, else word
+/// overlap.
+pub struct Similarity<'s> {
+    embedder: Option<reverie_embed::Embedder>,
+    /// Embeddings persist in the store across nights.
+    store: &'s reverie_store::Store,
+}
+
+impl<'s> Similarity<'s> {
+    pub fn new(home: &reverie_core::Home, store: &'s reverie_store::Store) -> Similarity<'s> {
+        let dir = home.models().join("all-minilm-l6-v2");
+        let embedder = dir
+            .join("model.safetensors")
+            .exists()
+            .then(|| reverie_embed::Embedder::load(&dir))
+            .and_then(|r| {
+                r.map_err(|e| tracing::warn!("embedding model unusable, using word overlap: {e}"))
+                    .ok()
+            });
+        Similarity { embedder, store }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        if self.embedder.is_some() {
+            "all-minilm-l6-v2"
+        } else {
+            "word-overlap"
+        }
+    }
+
+    fn vector(&self, e: &reverie_embed::Embedder, text: &str) -> Option<Vec<f32>> {
+        reverie_embed::embed_cached(e, self.store, &[text])
+            .map_err(|err| tracing::warn!("{err}"))
+            .ok()?
+            .pop()
+    }
+
+    pub fn score(&self, a: &str, b: &str) -> f64 {
+        match &self.embedder {
+            Some(e) => match (self.vector(e, a), self.vector(e, b)) {
+                (Some(x), Some(y)) => reverie_embed::cosine(&x, &y).max(0.0) as f64,
+                _ => word_overlap(a, b),
+            },
+            None => word_overlap(a, b),
+        }
     }
 }
 

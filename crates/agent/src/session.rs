@@ -10,6 +10,7 @@ use reverie_store::{Store, StoreError};
 
 use crate::cancel::CancelFlag;
 use crate::toolcall::{Hermes, ParsedCall, ToolCallFormat};
+use crate::wrap_up::STOPPED;
 
 /// A call that fails the same way this many times in a row ends the turn.
 const MAX_REPEATED_FAILURES: usize = 3;
@@ -317,15 +318,15 @@ impl<'a> ChannelSession<'a> {
             };
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
-                    "This turn was stopped: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
+                    "{STOPPED}: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(
-                    "This turn was stopped: {failed_in_row} tool calls in a row failed. Read the errors. {then}"
+                    "{STOPPED}: {failed_in_row} tool calls in a row failed. Read the errors. {then}"
                 ))
             } else if calls_made >= max {
                 Some(format!(
-                    "This turn was stopped after {calls_made} tool calls, the limit for one turn. {then}"
+                    "{STOPPED} after {calls_made} tool calls, the limit for one turn. {then}"
                 ))
             } else {
                 None

@@ -3,7 +3,11 @@
 //! reply in which it cannot call a tool, so the turn ends on an answer made
 //! from what it found instead of on a call nobody will run.
 
+use reverie_core::{Message, MessageRole, TokenRole};
 use reverie_infer::Constraint;
+
+/// How the notice of a stopped turn begins.
+pub const STOPPED: &str = "This turn was stopped";
 
 /// A reply that cannot hold a call: it starts with neither whitespace nor
 /// `[`, and holds no `{` (no JSON call, bare or wrapped), `<` (no
@@ -16,4 +20,15 @@ pub const ANSWER_NOW: &str = "Answer now with what you have, without tools.";
 /// The default constraint of the last reply.
 pub fn no_tools() -> Constraint {
     Constraint::Gbnf(NO_TOOLS_GRAMMAR.into())
+}
+
+/// Whether the harness stopped a turn in `messages`: a notice it wrote
+/// (every token a warning), not a person quoting one.
+pub fn was_stopped(messages: &[Message]) -> bool {
+    messages.iter().any(|m| {
+        m.role == MessageRole::User
+            && m.text.starts_with(STOPPED)
+            && !m.tokens.roles.is_empty()
+            && m.tokens.roles.iter().all(|r| *r == TokenRole::Warning)
+    })
 }

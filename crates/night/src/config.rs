@@ -31,6 +31,10 @@ pub struct NightConfig {
     pub success_threshold: f32,
     /// Weight of `(predicted turns − turns) / predicted turns` in the reward.
     pub turn_weight: f32,
+    /// Reward of a practice attempt that passed only in the answer the
+    /// harness asked for after stopping its turn (tool-call limit, failing
+    /// calls); an attempt that stopped and answered by itself earns 1.
+    pub stopped_pass_reward: f32,
     /// The night keeps the old model if the new one's perplexity on the
     /// sanity text is more than this fraction worse.
     pub max_perplexity_regression: f64,
@@ -73,6 +77,7 @@ impl Default for NightConfig {
             memory_decay_per_day: 0.9,
             success_threshold: 0.5,
             turn_weight: 0.1,
+            stopped_pass_reward: 0.5,
             max_perplexity_regression: 0.10,
             verify_tasks: 8,
             max_success_drop: 0.25,

@@ -226,7 +226,8 @@ fn stages(
         if !night.done(Stage::Judge) {
             let t = night.start(Stage::Judge);
             let since = night.report["since_ms"].as_i64().unwrap_or(0);
-            let (practised, checked) = crate::practice::episode_tasks(store, since)?;
+            let (practised, checked) =
+                crate::practice::episode_tasks(store, since, cfg.stopped_pass_reward)?;
             let mut all = Vec::new();
             for c in night.report["channels"]
                 .as_array()

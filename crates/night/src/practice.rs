@@ -22,10 +22,13 @@ use crate::judge::JudgedTask;
 
 /// The sub-tasks of the practice and tasker episodes recorded since
 /// `since_ms`, and every practice, tasker or eval channel (which the judge
-/// must skip).
+/// must skip). A pass earns 1, or `stopped_pass` when the harness had to
+/// stop the turn and ask for the answer: attempts that answer by
+/// themselves are then preferred to ones that call tools until stopped.
 pub fn episode_tasks(
     store: &Store,
     since_ms: i64,
+    stopped_pass: f32,
 ) -> Result<(Vec<JudgedTask>, HashSet<i64>), NightError> {
     let episodes = store.episodes_since(since_ms)?;
     let mut tasks = Vec::new();
@@ -70,7 +73,11 @@ pub fn episode_tasks(
                 first,
                 last: msgs.len() - 1,
                 turns,
-                reward: if e.passed { 1.0 } else { 0.0 },
+                reward: match (e.passed, reverie_agent::wrap_up::was_stopped(&msgs)) {
+                    (false, _) => 0.0,
+                    (true, false) => 1.0,
+                    (true, true) => stopped_pass,
+                },
                 reason: format!("checked by program: {}", e.why),
                 group: Some(format!("{}: {}", e.family, e.prompt)),
             }
@@ -185,7 +192,7 @@ pub fn practise(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reverie_core::{Home, TokenSpan};
+    use reverie_core::{Home, TokenRole, TokenSpan};
     use reverie_store::{EpisodeKind, NewEpisode};
 
     #[test]
@@ -220,7 +227,7 @@ mod tests {
         };
         let p = record("practice/arithmetic/1-0", EpisodeKind::Practice, true);
         let e = record("eval/arithmetic/1-0", EpisodeKind::Eval, true);
-        let (tasks, skip) = episode_tasks(&store, 0).unwrap();
+        let (tasks, skip) = episode_tasks(&store, 0, 0.5).unwrap();
         assert_eq!(skip, HashSet::from([p.0, e.0]));
         assert_eq!(tasks.len(), 1);
         let t = &tasks[0];
@@ -234,6 +241,31 @@ mod tests {
             Some("arithmetic: Start with 2. Add 3."),
             "attempts of one task share a group"
         );
+
+        // A pass that came only after the harness stopped the turn earns
+        // less; a person typing the same words is not the harness.
+        let notice = |ch, roles: TokenRole| {
+            let mut span = TokenSpan::default();
+            span.push(7, roles, None);
+            let text = "This turn was stopped after 8 tool calls, the limit for one turn.";
+            store
+                .append_message(ch, MessageRole::User, text, &span)
+                .unwrap();
+            store
+                .append_message(ch, MessageRole::Assistant, "5", &TokenSpan::default())
+                .unwrap();
+        };
+        let stopped = record("practice/arithmetic/1-1", EpisodeKind::Practice, true);
+        notice(stopped, TokenRole::Warning);
+        let quoted = record("practice/arithmetic/1-2", EpisodeKind::Practice, true);
+        notice(quoted, TokenRole::User);
+        let reward = |ch: reverie_core::ChannelId| {
+            let (tasks, _) = episode_tasks(&store, 0, 0.25).unwrap();
+            tasks.iter().find(|t| t.channel == ch.0).unwrap().reward
+        };
+        assert_eq!(reward(stopped), 0.25);
+        assert_eq!(reward(quoted), 1.0);
+        assert_eq!(reward(p), 1.0);
     }
 
     #[test]
@@ -280,7 +312,7 @@ mod tests {
         let good = record("tasker/s/0", EpisodeKind::Tasker, "half", true);
         let easy = record("tasker/s/1", EpisodeKind::Tasker, "easy", false);
         let broken = record("tasker/s/2", EpisodeKind::Tasker, "", false);
-        let (tasks, skip) = episode_tasks(&store, 0).unwrap();
+        let (tasks, skip) = episode_tasks(&store, 0, 0.5).unwrap();
         assert!(
             skip.contains(&good.0) && skip.contains(&broken.0),
             "the judge skips taskers"

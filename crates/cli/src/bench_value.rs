@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reverie_core::Home;
-use reverie_night::{predict, JudgedTask, NightConfig, Similarity, ValueMemory};
+use reverie_night::{JudgedTask, NightConfig, Similarity, ValueMemory};
 use reverie_store::{NightStatus, Store};
 use serde::Serialize;
 
@@ -53,37 +53,19 @@ pub fn value(home: &Home, a: ValueArgs) -> anyhow::Result<ExitCode> {
     );
     let engine = a.engine.load(home, 1)?;
     let cfg = NightConfig::default();
-    let memory = ValueMemory::from_finished_nights(&store, i64::MAX)?;
     let similarity = Similarity::new(home, &store);
-    let similarity = |a: &str, b: &str| similarity.score(a, b);
     let (mut actual, mut answered, mut mean) = (Vec::new(), Vec::new(), Vec::new());
     let mut unanswered = 0;
     for night in &nights {
-        let earlier = ValueMemory {
-            entries: memory
-                .entries
-                .iter()
-                .filter(|e| e.night < night.id)
-                .cloned()
-                .map(|mut e| {
-                    e.age_days = (night.started_ms - e.started_ms).max(0) as f64 / 86_400_000.0;
-                    e
-                })
-                .collect(),
-        };
+        let mut earlier = ValueMemory::from_finished_nights(&store, night.started_ms)?;
+        earlier.entries.retain(|e| e.night < night.id);
         let tasks: Vec<JudgedTask> =
             serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
         for (i, t) in tasks.iter().enumerate() {
             if !a.json {
                 eprint!("\rnight {}: sub-task {}/{}", night.id, i + 1, tasks.len());
             }
-            let near = earlier.nearest_by(
-                &t.description,
-                cfg.memory_k,
-                cfg.memory_decay_per_day,
-                &similarity,
-            );
-            match predict(&engine, &near, &t.description, cfg.retries) {
+            match earlier.predict(&engine, &t.description, &cfg, &similarity) {
                 Ok(p) => {
                     actual.push(f64::from(t.reward));
                     answered.push(f64::from(p.answered()));

@@ -15,7 +15,7 @@ use crate::config::NightConfig;
 use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
 use crate::judge::{judge_window, understanding, windows, JudgedTask};
-use crate::value::{predict, Prediction, Similarity, ValueMemory};
+use crate::value::{Prediction, Similarity, ValueMemory};
 use crate::verify::{families_to_check, perplexity, task_success, FamilyCheck};
 
 /// How a night ended.
@@ -317,17 +317,10 @@ fn stages(
             let similarity = Similarity::new(home, store);
             night.report["memory"] =
                 json!({"entries": mem.entries.len(), "similarity": similarity.kind()});
-            let similarity = |a: &str, b: &str| similarity.score(a, b);
             let mut preds: Vec<Option<Prediction>> = Vec::new();
             for (i, task) in tasks.iter().enumerate() {
                 night.item(Stage::Predict, i, tasks.len(), task.description.clone())?;
-                let near = mem.nearest_by(
-                    &task.description,
-                    cfg.memory_k,
-                    cfg.memory_decay_per_day,
-                    &similarity,
-                );
-                match predict(&engine, &near, &task.description, cfg.retries) {
+                match mem.predict(&engine, &task.description, cfg, &similarity) {
                     Ok(p) => preds.push(Some(p)),
                     Err(why) => {
                         night.note(

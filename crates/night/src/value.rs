@@ -17,11 +17,9 @@ pub struct MemoryEntry {
     pub reward: f32,
     pub turns: u32,
     pub age_days: f64,
-    /// The night that judged it, and when that night started.
+    /// The night that judged it.
     #[serde(default)]
     pub night: i64,
-    #[serde(default)]
-    pub started_ms: i64,
 }
 
 /// Sub-tasks of earlier nights. The current night's sub-tasks are added only
@@ -53,7 +51,6 @@ impl ValueMemory {
                         turns: t.turns,
                         age_days: age,
                         night: n.id,
-                        started_ms: n.started_ms,
                     });
                 }
             }
@@ -84,6 +81,21 @@ impl ValueMemory {
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.into_iter().take(k).map(|(_, e)| e).collect()
+    }
+
+    /// The value model's prediction for `task`, shown the entries most
+    /// relevant to it (`cfg.memory_k`, recency-weighted).
+    pub fn predict(
+        &self,
+        engine: &Engine,
+        task: &str,
+        cfg: &crate::config::NightConfig,
+        similarity: &Similarity,
+    ) -> Result<Prediction, String> {
+        let near = self.nearest_by(task, cfg.memory_k, cfg.memory_decay_per_day, &|a, b| {
+            similarity.score(a, b)
+        });
+        predict(engine, &near, task, cfg.retries)
     }
 }
 

@@ -241,15 +241,22 @@ fn calls_with_the_answer(task: &Task) -> Constraint {
     ))
 }
 
-#[test]
-fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
+/// Arithmetic attempts that call the calculator until the limit, then give
+/// their last reply under `wrap_up`.
+fn stopped_attempts(wrap_up: fn(&Task) -> Constraint) -> (Setup, Vec<Episode>) {
     let s = setup();
     let mut cfg = config(Family::Arithmetic, true);
     cfg.reply_constraint = Some(calls_with_the_answer);
-    cfg.wrap_up_constraint = Some(says_the_answer);
+    cfg.wrap_up_constraint = Some(wrap_up);
     // The tiny model spends a token per byte.
     cfg.params.max_tokens = 256;
     let eps = s.run(&cfg).unwrap();
+    (s, eps)
+}
+
+#[test]
+fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
+    let (s, eps) = stopped_attempts(says_the_answer);
     for e in &eps {
         assert_eq!(e.tool_calls, 2, "{:?}", e.reply);
         assert!(e.reply.starts_with("The result is"), "{}", e.reply);
@@ -278,12 +285,7 @@ fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
 
 #[test]
 fn a_stopped_turn_whose_last_reply_is_still_a_call_has_not_answered() {
-    let s = setup();
-    let mut cfg = config(Family::Arithmetic, true);
-    cfg.reply_constraint = Some(calls_with_the_answer);
-    cfg.wrap_up_constraint = Some(calls_with_the_answer);
-    cfg.params.max_tokens = 256;
-    let eps = s.run(&cfg).unwrap();
+    let (_s, eps) = stopped_attempts(calls_with_the_answer);
     for e in &eps {
         assert_eq!(e.tool_calls, 2, "{:?}", e.reply);
         assert!(e.reply.contains(&e.task.expected), "{}", e.reply);

@@ -33,7 +33,10 @@ pub mod wrap_up;
 pub use actor::{Agent, AgentConfig, PendingTurn};
 pub use cancel::CancelFlag;
 pub use reverie_core::ChatEvent;
-pub use session::{AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS};
+pub use session::{
+    repeats_an_earlier_call, AgentError, ChannelSession, ToolSetup, TurnOutcome,
+    DEFAULT_MAX_TOOL_CALLS, DEFAULT_MAX_UNCHANGED_CALLS,
+};
 
 /// The default system prompt shipped with Reverie.
 pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("../../../assets/prompts/system.md");

@@ -84,6 +84,8 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         services,
         AgentConfig {
             max_tool_calls: CALLS_PER_TURN,
+            // The tiny model reads one file many times in a row.
+            max_unchanged_calls: 0,
             // The tiny model's vocabulary spends a token per byte: offer
             // only the tool in use so 100 calls fit one context.
             allowed_tools: Some(vec!["read_file".into()]),
@@ -172,7 +174,7 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
 }
 
 #[test]
-fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
+fn a_repeated_call_is_answered_with_a_reminder_and_three_in_a_row_end_the_turn() {
     let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "loop");
     let agent = Agent::new(
@@ -180,7 +182,7 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
         store.clone(),
         services,
         AgentConfig {
-            max_tool_calls: 3,
+            max_tool_calls: 8,
             allowed_tools: Some(vec!["read_file".into()]),
             reply_constraint: Some(Constraint::Gbnf(
                 r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
@@ -194,9 +196,13 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
         .wait()
         .unwrap();
     agent.shutdown();
+    // Stopped at the third unchanged call, well before the limit of 8.
     assert_eq!(out.tool_calls, 3);
+    assert_eq!(out.reason, StopReason::ToolLimit);
     let id = store.channel_by_name("loop").unwrap().unwrap().id;
     let msgs = store.messages(id).unwrap();
+    assert!(msgs.iter().any(|m| m.role == MessageRole::User
+        && m.text.contains("returned the same result 3 times in a row")));
     let tool: Vec<&str> = msgs
         .iter()
         .filter(|m| m.role == MessageRole::Tool)
@@ -207,7 +213,9 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
     for t in &tool[1..] {
         assert!(t.contains("loop holds file 3"), "{t}");
         assert!(t.contains("Same call and result as earlier"), "{t}");
+        assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
     }
+    assert!(!reverie_agent::repeats_an_earlier_call(tool[0]));
     // The call's own record keeps the tool's result as it was.
     let results: Vec<String> = msgs
         .iter()

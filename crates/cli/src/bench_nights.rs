@@ -10,11 +10,11 @@ use std::time::Instant;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
-use reverie_practice::{Family, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE};
+use reverie_practice::{Family, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE};
 use reverie_store::Store;
 
 use crate::output;
-use crate::practice_cmd::{practice_config, success_rate};
+use crate::practice_cmd::{practice_config, tally};
 
 #[derive(Args)]
 pub struct NightsArgs {
@@ -56,13 +56,13 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{s}");
         }
     };
-    let measure = |model: &std::path::Path| -> anyhow::Result<(f64, f64)> {
-        let trained = success_rate(
+    let measure = |model: &std::path::Path| -> anyhow::Result<(Tally, Tally)> {
+        let trained = tally(
             &bench,
             model,
             &RunConfig::eval(family, a.eval, EVAL_SEED, 3),
         )?;
-        let heldout = success_rate(
+        let heldout = tally(
             &bench,
             model,
             &RunConfig::eval(Family::Units, a.eval, EVAL_SEED, 3),
@@ -71,10 +71,11 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     };
     let (trained_before, heldout_before) = measure(&base)?;
     say(format!(
-        "before: {} {:.0}%, held-out units {:.0}%",
+        "before: {} {:.0}% ({:.0}% stopped), held-out units {:.0}%",
         family.as_str(),
-        trained_before * 100.0,
-        heldout_before * 100.0
+        trained_before.success() * 100.0,
+        trained_before.stopped_share() * 100.0,
+        heldout_before.success() * 100.0
     ));
     let mut per_night = Vec::new();
     for i in 0..a.nights {
@@ -90,7 +91,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             8,
         )?;
         cfg.samples = a.samples;
-        let practised = success_rate(&bench, &model, &cfg)?;
+        let practised = tally(&bench, &model, &cfg)?;
         let practice_s = t.elapsed().as_secs_f64();
         let store = Store::open(&bench)?;
         let out = run_night(
@@ -108,7 +109,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         say(format!(
             "night {}: practice {:.0}% at level {}, {}",
             i + 1,
-            practised * 100.0,
+            practised.success() * 100.0,
             cfg.difficulty,
             match &out.deployed {
                 Some(p) => format!("deployed {}", p.display()),
@@ -120,7 +121,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         ));
         per_night.push(serde_json::json!({
             "night": out.night,
-            "practice_success": practised,
+            "practice_success": practised.success(),
+            "practice_stopped": practised.stopped_share(),
             "difficulty": cfg.difficulty,
             "deployed": out.deployed,
             "kept_reason": out.kept_reason,
@@ -141,22 +143,30 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "practice_tasks_per_night": a.practice,
         "attempts_per_task": a.samples,
         "nights": per_night,
-        "trained_before": trained_before,
-        "trained_after": trained_after,
-        "heldout_before": heldout_before,
-        "heldout_after": heldout_after,
+        "trained_before": trained_before.success(),
+        "trained_after": trained_after.success(),
+        "heldout_before": heldout_before.success(),
+        "heldout_after": heldout_after.success(),
+        // Eval turns the harness had to stop: a night should teach the
+        // model to answer by itself.
+        "trained_stopped_before": trained_before.stopped_share(),
+        "trained_stopped_after": trained_after.stopped_share(),
+        "heldout_stopped_before": heldout_before.stopped_share(),
+        "heldout_stopped_after": heldout_after.stopped_share(),
         "data_folder": bench.root(),
     });
     if a.json {
         output::json(&report)?;
     } else {
         println!(
-            "{}: {:.0}% → {:.0}%; held-out units: {:.0}% → {:.0}% ({} tasks each, {} nights)",
+            "{}: {:.0}% → {:.0}% (stopped by the harness {:.0}% → {:.0}%); held-out units: {:.0}% → {:.0}% ({} tasks each, {} nights)",
             family.as_str(),
-            trained_before * 100.0,
-            trained_after * 100.0,
-            heldout_before * 100.0,
-            heldout_after * 100.0,
+            trained_before.success() * 100.0,
+            trained_after.success() * 100.0,
+            trained_before.stopped_share() * 100.0,
+            trained_after.stopped_share() * 100.0,
+            heldout_before.success() * 100.0,
+            heldout_after.success() * 100.0,
             a.eval,
             a.nights
         );

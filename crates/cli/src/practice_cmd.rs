@@ -8,7 +8,7 @@ use clap::Args;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_practice::{
-    next_difficulty, run, Episode, Family, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE,
+    next_difficulty, run, Episode, Family, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
 use reverie_store::Store;
 
@@ -93,8 +93,8 @@ fn batch(home: &Home, engine: &EngineArgs, cfg: RunConfig, json: bool) -> anyhow
         }
     };
     let episodes = run(&engine, &store, &services, &cfg, &cancel, &mut show)?;
-    let passed = episodes.iter().filter(|e| e.verdict.passed).count();
-    let rate = passed as f64 / episodes.len().max(1) as f64;
+    let tally = Tally::of(&episodes);
+    let (passed, rate) = (tally.passed, tally.success());
     if json {
         output::json(&serde_json::json!({
             "family": cfg.family.as_str(),
@@ -106,6 +106,7 @@ fn batch(home: &Home, engine: &EngineArgs, cfg: RunConfig, json: bool) -> anyhow
             "n": episodes.len(),
             "passed": passed,
             "success_rate": rate,
+            "stopped": tally.stopped,
             "episodes": episodes,
         }))?;
     } else {
@@ -171,11 +172,11 @@ pub fn eval(home: &Home, a: EvalArgs) -> anyhow::Result<ExitCode> {
     batch(home, &a.engine, cfg, a.json)
 }
 
-/// Runs a batch on `model` in `home` without printing; returns the success rate.
-pub fn success_rate(home: &Home, model: &std::path::Path, cfg: &RunConfig) -> anyhow::Result<f64> {
+/// Runs a batch on `model` in `home` without printing; returns how it went.
+pub fn tally(home: &Home, model: &std::path::Path, cfg: &RunConfig) -> anyhow::Result<Tally> {
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
-    Ok(reverie_practice::success_rate(
+    Ok(reverie_practice::tally(
         model,
         0,
         &store,

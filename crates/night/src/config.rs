@@ -41,6 +41,10 @@ pub struct NightConfig {
     /// Per-token advantage of the last token of a reply whose end of turn
     /// the model called unintended.
     pub stray_end_advantage: f32,
+    /// Per-token advantage of the first token of a tool call that repeated
+    /// the call just before it to no effect (same arguments, same result):
+    /// the choice to call again instead of using the result.
+    pub repeated_call_advantage: f32,
     /// Tasks per family in the verify stage's success check (0: off). When
     /// the night trained on practice, each practised family and the
     /// held-out family are measured on the old and the new model.
@@ -84,6 +88,7 @@ impl Default for NightConfig {
             understanding_fraction: 0.3,
             min_train_steps: 8,
             stray_end_advantage: -1.0,
+            repeated_call_advantage: -1.0,
             train,
             n_ctx: 8192,
             gpu_layers: 0,

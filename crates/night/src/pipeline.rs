@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use reverie_core::{ChannelId, Home, MessageRole, TokenRole, TokenSpan};
+use reverie_core::{ChannelId, Home, Message, MessageRole, TokenRole, TokenSpan};
 use reverie_store::{NightStatus, Store};
 use reverie_train::data::Sequence;
 use reverie_train::{Model, Trainer};
@@ -390,7 +390,7 @@ fn stages(
     if !night.done(Stage::Train) || !night.done(Stage::Export) {
         let advs: Vec<Option<f32>> =
             serde_json::from_value(night.report["advantages"].clone()).unwrap_or_default();
-        let seqs = sequences(store, &tasks, &preds, &advs, cfg.stray_end_advantage)?;
+        let seqs = sequences(store, &tasks, &preds, &advs, cfg)?;
         if seqs.is_empty() {
             let why =
                 "nothing to train on tonight (no judged sub-task with a prediction)".to_string();
@@ -566,15 +566,16 @@ fn with_task_checks(
 
 /// Training sequences: each judged sub-task is its channel's recorded tokens
 /// up to the sub-task's last message, with earlier replies demoted to
-/// context (the advantage belongs to this sub-task's actions only); each
-/// value prediction is a sequence rewarded for the accuracy of the grade it
-/// wrote.
+/// context (the advantage belongs to this sub-task's actions only), and
+/// single tokens marked where the model ended its turn by mistake or
+/// repeated a call to no effect; each value prediction is a sequence
+/// rewarded for the accuracy of the grade it wrote.
 fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
     preds: &[Option<Prediction>],
     advs: &[Option<f32>],
-    stray_end_advantage: f32,
+    cfg: &NightConfig,
 ) -> Result<Vec<Sequence>, NightError> {
     let mut out = Vec::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
@@ -591,7 +592,12 @@ fn sequences(
                 }
             } else if unintended.contains(&m.id) && !s.is_empty() {
                 // The token that ended the turn too early.
-                marks.push((span.len() + s.len() - 1, stray_end_advantage));
+                marks.push((span.len() + s.len() - 1, cfg.stray_end_advantage));
+            } else if repeats_the_call_before(&msgs, i) {
+                // The token that chose to call again.
+                if let Some(k) = s.roles.iter().position(|r| *r == TokenRole::Action) {
+                    marks.push((span.len() + k, cfg.repeated_call_advantage));
+                }
             }
             span.append(&s);
         }
@@ -621,9 +627,33 @@ fn sequences(
     Ok(out)
 }
 
+/// Whether assistant message `i` is a call that repeated the turn's call just
+/// before it to no effect: the same text, and every result it got says so.
+fn repeats_the_call_before(msgs: &[Message], i: usize) -> bool {
+    let is_reply = |m: &Message| m.role == MessageRole::Assistant;
+    if !is_reply(&msgs[i]) {
+        return false;
+    }
+    let results: Vec<&Message> = msgs[i + 1..]
+        .iter()
+        .take_while(|m| m.role == MessageRole::Tool)
+        .collect();
+    let before = msgs[..i]
+        .iter()
+        .rev()
+        .take_while(|m| matches!(m.role, MessageRole::Tool | MessageRole::Assistant))
+        .find(|m| is_reply(m));
+    !results.is_empty()
+        && results
+            .iter()
+            .all(|m| reverie_agent::repeats_an_earlier_call(&m.text))
+        && before.is_some_and(|b| b.text.trim() == msgs[i].text.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{sample, sequences, with_task_checks};
+    use crate::config::NightConfig;
     use crate::judge::JudgedTask;
     use crate::verify::FamilyCheck;
     use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
@@ -679,11 +709,77 @@ mod tests {
             reason: String::new(),
             group: None,
         };
-        let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], -1.0).unwrap();
+        let seqs = sequences(
+            &store,
+            &[task],
+            &[None],
+            &[Some(0.5)],
+            &NightConfig::default(),
+        )
+        .unwrap();
         assert_eq!(seqs.len(), 1);
         // ids 1 2 3 4 5 6 7 8: the reply [4, 5] ended at position 4
         assert_eq!(seqs[0].token_advantages, vec![(4, -1.0)]);
         assert_eq!(seqs[0].ids[4], 5);
+    }
+
+    #[test]
+    fn a_call_repeated_to_no_effect_marks_its_first_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        // Each message: [context token, action tokens...] so the mark must
+        // skip the scaffolding.
+        let mut next = 0;
+        let mut add = |role: MessageRole, text: &str, n_action: usize| {
+            let mut s = TokenSpan::default();
+            let tok_role = match role {
+                MessageRole::User => TokenRole::User,
+                MessageRole::Tool => TokenRole::Env,
+                _ => TokenRole::Context,
+            };
+            s.push(next, tok_role, None);
+            next += 1;
+            for _ in 0..n_action {
+                s.push(next, TokenRole::Action, Some(-0.5));
+                next += 1;
+            }
+            store.append_message(ch, role, text, &s).unwrap();
+        };
+        let call = r#"{"name": "calculator", "arguments": {"expression": "2+2"}}"#;
+        let hint = "2+2 = 4\n\n(Same call and result as earlier in this turn: use it and answer.)";
+        add(MessageRole::User, "2+2?", 0); // 0
+        add(MessageRole::Assistant, call, 2); // 1 2 3
+        add(MessageRole::Tool, "2+2 = 4", 0); // 4
+        add(MessageRole::Assistant, call, 2); // 5 6 7: repeated, marked at 6
+        add(MessageRole::Tool, hint, 0); // 8
+        add(
+            MessageRole::Assistant,
+            r#"{"name": "list_files", "arguments": {}}"#,
+            2,
+        ); // 9 10 11
+        add(MessageRole::Tool, "(empty)", 0); // 12
+                                              // Same call and result as earlier, but not the call just before
+                                              // (something happened in between): not marked.
+        add(MessageRole::Assistant, call, 2); // 13 14 15
+        add(MessageRole::Tool, hint, 0); // 16
+        add(MessageRole::Assistant, "4", 1); // 17 18
+        let task = JudgedTask {
+            channel: ch.0,
+            description: "t".into(),
+            first: 0,
+            last: 10,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: None,
+        };
+        let cfg = NightConfig {
+            repeated_call_advantage: -0.7,
+            ..NightConfig::default()
+        };
+        let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], &cfg).unwrap();
+        assert_eq!(seqs[0].token_advantages, vec![(6, -0.7)]);
     }
 
     #[test]

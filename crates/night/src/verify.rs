@@ -7,7 +7,7 @@ use std::sync::Arc;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
-use reverie_practice::{success_rate, Family, RunConfig, EVAL_SEED};
+use reverie_practice::{tally, Family, RunConfig, EVAL_SEED};
 use reverie_store::Store;
 use serde::Serialize;
 
@@ -90,8 +90,9 @@ pub fn task_success(
     for (i, &(family, level)) in families.iter().enumerate() {
         on_family(i, family);
         let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
-        let rate =
-            |model: &Path| success_rate(model, cfg.gpu_layers, &store, &services, &run, &cancel);
+        let rate = |model: &Path| {
+            tally(model, cfg.gpu_layers, &store, &services, &run, &cancel).map(|t| t.success())
+        };
         out.push(FamilyCheck {
             family: family.as_str().to_string(),
             level,

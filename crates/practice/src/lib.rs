@@ -19,7 +19,7 @@ pub mod tasker;
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
 pub use runner::{
-    next_difficulty, run, success_rate, Episode, RunConfig, EVAL_SEED, PRACTICE_TEMPERATURE,
+    next_difficulty, run, tally, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
 
 #[derive(Debug, thiserror::Error)]

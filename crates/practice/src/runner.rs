@@ -52,6 +52,38 @@ pub struct Episode {
     pub verdict: Verdict,
     pub reply: String,
     pub tool_calls: usize,
+    /// The harness stopped the turn (call limit, a call repeated to no
+    /// effect, failures) and asked for the answer.
+    pub stopped: bool,
+}
+
+/// How a batch of episodes went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Tally {
+    pub attempts: usize,
+    pub passed: usize,
+    /// Turns the harness had to stop, whether they passed or not.
+    pub stopped: usize,
+}
+
+impl Tally {
+    pub fn of(episodes: &[Episode]) -> Tally {
+        Tally {
+            attempts: episodes.len(),
+            passed: episodes.iter().filter(|e| e.verdict.passed).count(),
+            stopped: episodes.iter().filter(|e| e.stopped).count(),
+        }
+    }
+
+    /// The share of attempts that passed (0 for none).
+    pub fn success(&self) -> f64 {
+        self.passed as f64 / self.attempts.max(1) as f64
+    }
+
+    /// The share of attempts the harness had to stop (0 for none).
+    pub fn stopped_share(&self) -> f64 {
+        self.stopped as f64 / self.attempts.max(1) as f64
+    }
 }
 
 /// Sampling temperature of practice attempts: warm enough that the
@@ -227,6 +259,7 @@ fn solve(
             .tools()
             .is_some_and(|t| !t.format.parse(reply).is_empty())
     };
+    let stopped = matches!(&outcome, Ok(o) if o.reason == StopReason::ToolLimit);
     let (reply, tool_calls, verdict) = match outcome {
         // A stopped turn ends on a reply without tools; if it still
         // holds a call, the turn never answered, and a number inside
@@ -272,6 +305,7 @@ fn solve(
         verdict,
         reply,
         tool_calls,
+        stopped,
     })
 }
 
@@ -347,16 +381,16 @@ fn record_proposal(
     Ok(())
 }
 
-/// The share of `cfg`'s episodes that the model at `model` passes (loaded
-/// on its own, with one slot).
-pub fn success_rate(
+/// How the model at `model` (loaded on its own, with one slot) does on
+/// `cfg`'s episodes.
+pub fn tally(
     model: &Path,
     gpu_layers: u32,
     store: &Arc<Store>,
     services: &Arc<Services>,
     cfg: &RunConfig,
     cancel: &CancelFlag,
-) -> Result<f64, PracticeError> {
+) -> Result<Tally, PracticeError> {
     let engine = Engine::load(
         model,
         EngineConfig {
@@ -367,7 +401,7 @@ pub fn success_rate(
         },
     )?;
     let eps = run(&engine, store, services, cfg, cancel, &mut |_, _| {})?;
-    Ok(eps.iter().filter(|e| e.verdict.passed).count() as f64 / eps.len().max(1) as f64)
+    Ok(Tally::of(&eps))
 }
 
 /// The difficulty for the next practice batch of `family`: the tasker's

@@ -8,7 +8,7 @@ use reverie_agent::CancelFlag;
 use reverie_core::{Home, MessageRole, SamplingParams};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_infer::{Constraint, Engine, EngineConfig};
-use reverie_practice::{run, Episode, Family, PracticeError, RunConfig, Task};
+use reverie_practice::{run, Episode, Family, PracticeError, RunConfig, Tally, Task};
 use reverie_store::Store;
 use reverie_tools::Services;
 
@@ -225,6 +225,10 @@ fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
         "{:?}",
         eps.iter().map(|e| &e.verdict).collect::<Vec<_>>()
     );
+    // Answered by itself: nothing for the harness to stop.
+    let tally = Tally::of(&eps);
+    assert_eq!((tally.passed, tally.stopped), (eps.len(), 0));
+    assert_eq!(tally.success(), 1.0);
     assert!(s
         .store
         .episodes_since(0)
@@ -259,6 +263,7 @@ fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
     let (s, eps) = stopped_attempts(says_the_answer);
     for e in &eps {
         assert_eq!(e.tool_calls, 2, "{:?}", e.reply);
+        assert!(e.stopped);
         assert!(e.reply.starts_with("The result is"), "{}", e.reply);
         assert!(e.verdict.passed, "{:?}", e.verdict);
     }

@@ -17,10 +17,7 @@ use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
 
 use crate::cancel::CancelFlag;
-use crate::session::{
-    AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS,
-    DEFAULT_MAX_UNCHANGED_CALLS,
-};
+use crate::session::{AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS};
 
 /// How every channel's agent is set up.
 #[derive(Debug, Clone)]
@@ -30,9 +27,6 @@ pub struct AgentConfig {
     /// Whether the agent has its tools.
     pub tools: bool,
     pub max_tool_calls: usize,
-    /// The same call returning the same result this many times in a row
-    /// stops the turn (0: never).
-    pub max_unchanged_calls: usize,
     /// Only these tools (all when `None`).
     pub allowed_tools: Option<Vec<String>>,
     /// A constraint on every reply (tests drive tool calls with it).
@@ -48,7 +42,6 @@ impl Default for AgentConfig {
             system_prompt: crate::DEFAULT_SYSTEM_PROMPT.trim().to_string(),
             tools: true,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            max_unchanged_calls: DEFAULT_MAX_UNCHANGED_CALLS,
             allowed_tools: None,
             reply_constraint: None,
             answer_when_stopped: true,
@@ -220,7 +213,6 @@ impl Agent {
                 if let Some(toolbox) = toolbox {
                     let mut setup = ToolSetup::new(toolbox);
                     setup.max_calls = config.max_tool_calls;
-                    setup.max_unchanged = config.max_unchanged_calls;
                     setup.allowed = config.allowed_tools.clone();
                     if !config.answer_when_stopped {
                         setup.wrap_up = None;

@@ -35,7 +35,7 @@ pub use cancel::CancelFlag;
 pub use reverie_core::ChatEvent;
 pub use session::{
     repeats_an_earlier_call, AgentError, ChannelSession, ToolSetup, TurnOutcome,
-    DEFAULT_MAX_TOOL_CALLS, DEFAULT_MAX_UNCHANGED_CALLS,
+    DEFAULT_MAX_TOOL_CALLS,
 };
 
 /// The default system prompt shipped with Reverie.

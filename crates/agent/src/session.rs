@@ -17,9 +17,6 @@ const MAX_REPEATED_FAILURES: usize = 3;
 /// Failed calls in a row, whatever they were, that end the turn: a model
 /// that varies a broken call slightly is not getting anywhere either.
 const MAX_FAILURES_IN_A_ROW: usize = 5;
-/// The same call returning the same result this many times in a row ends
-/// the turn: nothing changed between them, so a further one will not either.
-pub const DEFAULT_MAX_UNCHANGED_CALLS: usize = 3;
 
 /// Added to the result of a call the turn already made with the same
 /// arguments and result, so a small model that repeats itself is told to
@@ -51,9 +48,6 @@ pub struct ToolSetup {
     pub toolbox: reverie_tools::Toolbox,
     pub format: Box<dyn ToolCallFormat>,
     pub max_calls: usize,
-    /// The same call returning the same result this many times in a row
-    /// stops the turn (0: never).
-    pub max_unchanged: usize,
     /// Only these tools are offered and run (all when `None`).
     pub allowed: Option<Vec<String>>,
     /// The constraint of the reply that follows a stopped turn (by default
@@ -67,7 +61,6 @@ impl ToolSetup {
             toolbox,
             format: Box::new(Hermes),
             max_calls: DEFAULT_MAX_TOOL_CALLS,
-            max_unchanged: DEFAULT_MAX_UNCHANGED_CALLS,
             allowed: None,
             wrap_up: Some(crate::wrap_up::no_tools()),
         }
@@ -264,7 +257,6 @@ impl<'a> ChannelSession<'a> {
         let mut calls_made = 0;
         let mut sampled = 0;
         let (mut last_failure, mut repeated, mut failed_in_row) = (None::<String>, 0, 0);
-        let (mut last_success, mut unchanged) = (None::<String>, 0);
         let mut succeeded = std::collections::HashSet::new();
         let (mut reply_message, mut reply, mut finish);
         loop {
@@ -296,11 +288,6 @@ impl<'a> ChannelSession<'a> {
                 }
                 last_failure = (!r.ok).then(|| r.signature.clone());
                 failed_in_row = if r.ok { 0 } else { failed_in_row + 1 };
-                unchanged = match r.ok {
-                    true if last_success.as_ref() == Some(&r.signature) => unchanged + 1,
-                    ok => usize::from(ok),
-                };
-                last_success = r.ok.then(|| r.signature.clone());
             }
             let mut t = self.transcript.clone();
             for CallResult {
@@ -326,9 +313,10 @@ impl<'a> ChannelSession<'a> {
                 };
                 break;
             }
-            let (max, max_unchanged, wrap_up) = self.tools.as_ref().map_or((0, 0, None), |t| {
-                (t.max_calls, t.max_unchanged, t.wrap_up.clone())
-            });
+            let (max, wrap_up) = self
+                .tools
+                .as_ref()
+                .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
             let then = if wrap_up.is_some() {
                 crate::wrap_up::ANSWER_NOW
             } else {
@@ -337,10 +325,6 @@ impl<'a> ChannelSession<'a> {
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
                     "{STOPPED}: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
-                ))
-            } else if max_unchanged > 0 && unchanged >= max_unchanged {
-                Some(format!(
-                    "{STOPPED}: the same tool call returned the same result {unchanged} times in a row. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(

@@ -84,8 +84,6 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         services,
         AgentConfig {
             max_tool_calls: CALLS_PER_TURN,
-            // The tiny model reads one file many times in a row.
-            max_unchanged_calls: 0,
             // The tiny model's vocabulary spends a token per byte: offer
             // only the tool in use so 100 calls fit one context.
             allowed_tools: Some(vec!["read_file".into()]),
@@ -174,7 +172,7 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
 }
 
 #[test]
-fn a_repeated_call_is_answered_with_a_reminder_and_three_in_a_row_end_the_turn() {
+fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
     let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "loop");
     let agent = Agent::new(
@@ -182,7 +180,7 @@ fn a_repeated_call_is_answered_with_a_reminder_and_three_in_a_row_end_the_turn()
         store.clone(),
         services,
         AgentConfig {
-            max_tool_calls: 8,
+            max_tool_calls: 3,
             allowed_tools: Some(vec!["read_file".into()]),
             reply_constraint: Some(Constraint::Gbnf(
                 r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
@@ -196,13 +194,9 @@ fn a_repeated_call_is_answered_with_a_reminder_and_three_in_a_row_end_the_turn()
         .wait()
         .unwrap();
     agent.shutdown();
-    // Stopped at the third unchanged call, well before the limit of 8.
     assert_eq!(out.tool_calls, 3);
-    assert_eq!(out.reason, StopReason::ToolLimit);
     let id = store.channel_by_name("loop").unwrap().unwrap().id;
     let msgs = store.messages(id).unwrap();
-    assert!(msgs.iter().any(|m| m.role == MessageRole::User
-        && m.text.contains("returned the same result 3 times in a row")));
     let tool: Vec<&str> = msgs
         .iter()
         .filter(|m| m.role == MessageRole::Tool)

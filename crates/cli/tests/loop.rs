@@ -413,6 +413,13 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     ));
     assert_eq!(eval["kind"], "eval");
     assert!(eval["success_rate"].as_f64().unwrap() <= 1.0);
+    let stopped = eval["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["stopped"] == true)
+        .count();
+    assert_eq!(eval["stopped"], stopped, "turns the harness stopped");
     let refused = reverie(home, &["practice", "--family", "units", "--n", "1"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("held-out"));

@@ -759,9 +759,7 @@ mod tests {
             2,
         ); // 9 10 11
         add(MessageRole::Tool, "(empty)", 0); // 12
-                                              // Same call and result as earlier, but not the call just before
-                                              // (something happened in between): not marked.
-        add(MessageRole::Assistant, call, 2); // 13 14 15
+        add(MessageRole::Assistant, call, 2); // 13 14 15: not the call just before, not marked
         add(MessageRole::Tool, hint, 0); // 16
         add(MessageRole::Assistant, "4", 1); // 17 18
         let task = JudgedTask {

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
-use reverie_train::{data, export, Model, TrainConfig, Trainer};
+use reverie_train::{data, export, DeviceChoice, Model, TrainConfig, Trainer};
 
 use crate::output;
 
@@ -36,6 +36,9 @@ pub struct TrainArgs {
     epochs: Option<usize>,
     #[arg(long)]
     rank: Option<usize>,
+    /// auto (a GPU in a CUDA build, else the CPU), cpu, cuda or cuda:N.
+    #[arg(long)]
+    device: Option<DeviceChoice>,
     /// Append one JSON line per optimizer step to this file.
     #[arg(long)]
     steps_log: Option<PathBuf>,
@@ -63,9 +66,12 @@ pub fn train(_home: &Home, a: TrainArgs) -> anyhow::Result<ExitCode> {
     if let Some(v) = a.rank {
         cfg.lora.rank = v.max(1);
     }
+    if let Some(v) = a.device {
+        cfg.device = v;
+    }
     let started = Instant::now();
     let seqs = data::read_jsonl(&a.data)?;
-    let model = Model::load(&a.base)?;
+    let model = Model::load_on(&a.base, &cfg.device.open()?)?;
     let mut trainer = Trainer::new(&model, seqs.clone(), cfg.clone())?;
     let bar = if a.json {
         ProgressBar::hidden()
@@ -189,6 +195,9 @@ pub struct LogprobsArgs {
     text: PathBuf,
     #[arg(long, value_enum, default_value = "infer")]
     engine: ScoreEngine,
+    /// The trainer's device (with `--engine train`): auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceChoice,
     #[arg(long)]
     json: bool,
 }
@@ -221,7 +230,7 @@ pub fn logprobs(_home: &Home, a: LogprobsArgs) -> anyhow::Result<ExitCode> {
             )?;
             e.score(&ids)?
         }
-        ScoreEngine::Train => Model::load(&a.model)?
+        ScoreEngine::Train => Model::load_on(&a.model, &a.device.open()?)?
             .token_logprobs(&ids, None, 512)?
             .to_vec1::<f32>()?,
     };

@@ -403,8 +403,8 @@ fn stages(
                 report: night.report.clone(),
             });
         }
-        let model = Model::load(&base)?;
         let tcfg = cfg.train_for(seqs.len());
+        let model = Model::load_on(&base, &tcfg.device.open()?)?;
         let mut trainer = Trainer::new(&model, seqs, tcfg)?;
         if !night.done(Stage::Train) {
             let t = night.start(Stage::Train);

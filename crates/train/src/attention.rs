@@ -19,10 +19,14 @@ use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
 use crate::cpu::{f32_slice, f32_values};
+use crate::portable;
 
 /// Queries per block: scores for one block against `t` keys take
 /// `BLOCK · t` floats per thread.
 const BLOCK: usize = 128;
+
+/// Queries per block on the portable path: fewer, larger kernels.
+const PORTABLE_BLOCK: usize = 512;
 
 /// `softmax(scale · q kᵀ + causal mask) v` for `q [t, heads, d]` and
 /// `k, v [t, kv_heads, d]`; query head `h` reads key/value head
@@ -35,7 +39,12 @@ pub fn attention(
     window: Option<usize>,
     scale: f64,
 ) -> Result<Tensor> {
-    attention_in_blocks(q, k, v, window, scale, BLOCK)
+    let block = if portable::wanted(q) {
+        PORTABLE_BLOCK
+    } else {
+        BLOCK
+    };
+    attention_in_blocks(q, k, v, window, scale, block)
 }
 
 fn attention_in_blocks(
@@ -55,6 +64,9 @@ fn attention_in_blocks(
             k.dims(),
             v.dims()
         );
+    }
+    if portable::wanted(q) {
+        return portable::attention(q, k, v, window, scale, block);
     }
     let op = Attention {
         dims: Dims {

@@ -13,4 +13,6 @@ pub enum TrainError {
     Model { path: PathBuf, reason: String },
     #[error("{0}")]
     Data(String),
+    #[error("{0}")]
+    Device(String),
 }

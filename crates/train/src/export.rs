@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use candle_core::quantized::gguf_file;
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 use half::f16;
 use reverie_gguf::{GgmlType, GgufFile, GgufWriter, Value};
 
@@ -157,15 +157,19 @@ fn merged(
     content: &gguf_file::Content,
     file: &mut File,
 ) -> Result<Vec<f32>, TrainError> {
-    let w = match model.weight(name) {
+    // A GPU holds the frozen weights in bf16: merge into the file's exact
+    // values instead.
+    let w = match model.weight(name).filter(|w| w.dtype() == DType::F32) {
         Some(w) => w.clone(),
         None => content
-            .tensor(file, name, &model.device)
+            .tensor(file, name, &Device::Cpu)
             .map_err(|e| TrainError::Model {
                 path: model.path.clone(),
                 reason: format!("{name}: {e}"),
             })?
-            .dequantize(&model.device)?,
+            .dequantize(&Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .to_device(&model.device)?,
     };
     let w = match lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) {
         Some((scale, ad)) => (w + (ad.b.as_tensor().matmul(ad.a.as_tensor())? * scale)?)?,

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 
 use crate::cpu::{f32_slice, matmul_by_transposed, with_f32};
+use crate::portable;
 
-/// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant.
+/// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
+/// the CPU, bf16 on other devices (the portable path casts around it).
 #[derive(Clone)]
 pub struct FrozenMatmul {
     op: Arc<Box<dyn CustomOp1 + Send + Sync>>,
@@ -23,7 +25,11 @@ struct Op {
 
 impl FrozenMatmul {
     pub fn new(w: &Tensor) -> Result<FrozenMatmul> {
-        let w = w.detach().contiguous()?;
+        let w = if w.device().is_cpu() {
+            w.detach().contiguous()?
+        } else {
+            w.detach().to_dtype(DType::BF16)?.contiguous()?
+        };
         let op = Op { w: w.clone() };
         Ok(FrozenMatmul {
             op: Arc::new(Box::new(op)),
@@ -37,6 +43,9 @@ impl FrozenMatmul {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if portable::wanted(x) {
+            return portable::frozen_matmul(x, &self.weight);
+        }
         x.contiguous()?.apply_op1_arc(self.op.clone())
     }
 }
@@ -68,7 +77,7 @@ impl CustomOp1 for Op {
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(grad_res.matmul(&self.w)?))
+        Ok(Some(grad_res.broadcast_matmul(&self.w)?))
     }
 }
 

@@ -9,11 +9,15 @@ use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::cpu::{f32_slice, f32_values};
+use crate::portable;
 
 /// `silu(g) · u`, element-wise; `g` and `u` have the same shape.
 pub fn silu_mul(g: &Tensor, u: &Tensor) -> Result<Tensor> {
     if g.shape() != u.shape() {
         candle_core::bail!("silu_mul: g {:?} and u {:?} differ", g.dims(), u.dims());
+    }
+    if portable::wanted(g) {
+        return crate::ops::silu(g)? * u;
     }
     g.contiguous()?.apply_op2(&u.contiguous()?, SiluMul)
 }

@@ -20,6 +20,7 @@
 pub mod attention;
 mod cpu;
 pub mod data;
+pub mod device;
 pub mod export;
 pub mod frozen;
 pub mod glu;
@@ -31,10 +32,12 @@ pub mod loss;
 pub mod model;
 pub mod ops;
 pub mod optim;
+pub mod portable;
 pub mod trainer;
 
 mod error;
 
+pub use device::DeviceChoice;
 pub use error::TrainError;
 pub use hparams::Hparams;
 pub use lora::{Lora, LoraConfig};

@@ -16,6 +16,7 @@ use gemm::gemm;
 use rayon::prelude::*;
 
 use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, parallelism, with_f32};
+use crate::portable;
 
 /// `log softmax(h · Wᵀ)[i, targets[i]]` for every row `i` of `h [n, e]`,
 /// with `W [vocab, e]` frozen, `block` rows of logits at a time.
@@ -32,6 +33,9 @@ pub fn target_logprobs(h: &Tensor, w: &Tensor, targets: &[u32], block: usize) ->
     }
     if let Some(t) = targets.iter().find(|&&t| t as usize >= vocab) {
         candle_core::bail!("lm head: target {t} is outside the vocabulary of {vocab}");
+    }
+    if portable::wanted(h) {
+        return portable::target_logprobs(h, w, targets, block);
     }
     let op = LmHead {
         w: w.detach().contiguous()?,

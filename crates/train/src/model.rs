@@ -35,7 +35,8 @@ struct Layer {
     post_ffn_norm: Option<Tensor>,
 }
 
-/// A GGUF model held as f32 for training and scoring.
+/// A GGUF model held for training and scoring: f32 on the CPU; on a GPU the
+/// frozen projections are bf16 and everything else f32.
 pub struct Model {
     pub hp: Hparams,
     pub path: PathBuf,
@@ -47,9 +48,15 @@ pub struct Model {
 }
 
 impl Model {
-    /// Reads and dequantizes every tensor of `path`.
+    /// Reads and dequantizes every tensor of `path`, on the CPU.
     pub fn load(path: &Path) -> Result<Model, TrainError> {
-        let device = Device::Cpu;
+        Model::load_on(path, &Device::Cpu)
+    }
+
+    /// Reads every tensor of `path`, dequantizes it on the CPU (exactly, for
+    /// every GGUF type candle reads) and moves it to `device`.
+    pub fn load_on(path: &Path, device: &Device) -> Result<Model, TrainError> {
+        let device = device.clone();
         let bad = |reason: String| TrainError::Model {
             path: path.to_path_buf(),
             reason,
@@ -61,9 +68,11 @@ impl Model {
         let content = gguf_file::Content::read(&mut file).map_err(|e| bad(e.to_string()))?;
         let mut get = |name: &str| -> Result<Tensor, TrainError> {
             let q = content
-                .tensor(&mut file, name, &device)
+                .tensor(&mut file, name, &Device::Cpu)
                 .map_err(|e| bad(format!("tensor {name}: {e}")))?;
-            Ok(q.dequantize(&device)?.to_dtype(DType::F32)?)
+            Ok(q.dequantize(&Device::Cpu)?
+                .to_dtype(DType::F32)?
+                .to_device(&device)?)
         };
         let embed = get("token_embd.weight")?;
         let n_vocab = embed.dim(0)?;

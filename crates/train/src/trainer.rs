@@ -9,6 +9,7 @@ use candle_core::{Tensor, Var};
 use serde::{Deserialize, Serialize};
 
 use crate::data::{apply_group_baselines, Sequence};
+use crate::device::DeviceChoice;
 use crate::error::TrainError;
 use crate::heap::HeapHold;
 use crate::lora::{Lora, LoraConfig};
@@ -39,6 +40,8 @@ pub struct TrainConfig {
     /// Sequences of at most this many tokens keep the whole graph instead:
     /// no second forward pass, and short sequences fit in memory anyway.
     pub recompute_above: usize,
+    /// Where the model is loaded and trained ([`Model::load_on`]).
+    pub device: DeviceChoice,
 }
 
 impl Default for TrainConfig {
@@ -54,6 +57,7 @@ impl Default for TrainConfig {
             seed: 7,
             recompute: true,
             recompute_above: 512,
+            device: DeviceChoice::Auto,
         }
     }
 }

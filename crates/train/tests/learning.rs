@@ -62,6 +62,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         seed: 3,
         recompute: true,
         recompute_above: 0,
+        device: reverie_train::DeviceChoice::Cpu,
     }
 }
 

@@ -1,0 +1,110 @@
+//! The code path a GPU takes, run on the CPU: the whole model's log-probs
+//! and every LoRA gradient agree with the CPU kernels, on every
+//! architecture. One test per process, since the switch is process-wide.
+
+use candle_core::Tensor;
+use reverie_core::TokenRole;
+use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_train::data::Sequence;
+use reverie_train::{portable, LoraConfig, Model, TrainConfig, Trainer};
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+#[test]
+fn the_portable_ops_train_like_the_cpu_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<i32> = (0..40).map(|i| 3 + (i * 37 % 200)).collect();
+    let seq = Sequence {
+        roles: (0..ids.len())
+            .map(|i| match i {
+                0..=9 => TokenRole::Context,
+                10..=14 => TokenRole::Env,
+                _ => TokenRole::Action,
+            })
+            .collect(),
+        ids,
+        advantage: 0.8,
+        reward: None,
+        group: None,
+        token_advantages: vec![],
+    };
+    let cfg = TrainConfig {
+        lora: LoraConfig {
+            rank: 4,
+            alpha: 8.0,
+            ..LoraConfig::default()
+        },
+        batch_size: 1,
+        chunk: 9,
+        recompute_above: 16,
+        ..TrainConfig::default()
+    };
+    for arch in Arch::ALL {
+        let path = dir.path().join(format!("{}.gguf", arch.as_str()));
+        let mut c = SynthConfig::tiny(arch);
+        c.init_scale = 0.2;
+        synth::write(&path, &c).unwrap();
+        let model = Model::load(&path).unwrap();
+        let trainer = Trainer::new(&model, vec![seq.clone()], cfg.clone()).unwrap();
+        // B starts at zero; give it values so every A gets a gradient too.
+        for (i, (_, ad)) in trainer.lora.adapters.iter().enumerate() {
+            let b = ad.b.as_tensor();
+            let t = (Tensor::randn(0f32, 1.0, b.shape(), b.device()).unwrap()
+                * (0.05 + i as f64 * 1e-4))
+                .unwrap();
+            ad.b.set(&t).unwrap();
+        }
+        let lag = model
+            .token_logprobs(&seq.ids, None, 9)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let run = |forced: bool| {
+            portable::force_on_cpu(forced);
+            let lp = model
+                .token_logprobs(&seq.ids, Some(&trainer.lora), 9)
+                .unwrap();
+            let (terms, grads) = trainer.sequence_gradients(&seq, &lag, 1.0).unwrap();
+            portable::force_on_cpu(false);
+            (lp, terms, grads)
+        };
+        let (lp_k, terms_k, grads_k) = run(false);
+        let (lp_p, terms_p, grads_p) = run(true);
+        let name = arch.as_str();
+        assert!(max_diff(&lp_k, &lp_p) < 1e-4, "{name}: log-probs differ");
+        assert!(
+            (terms_k.oapl - terms_p.oapl).abs() < 1e-4 * terms_k.oapl.abs().max(1.0),
+            "{name}: OAPL {} vs {}",
+            terms_k.oapl,
+            terms_p.oapl
+        );
+        for ((var, a), b) in trainer.lora.named_vars().iter().zip(&grads_k).zip(&grads_p) {
+            let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
+            let scale = a
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let d = max_diff(a, b);
+            assert!(scale > 0.0, "{name}: {} has no gradient", var.0);
+            assert!(
+                d <= 1e-3 * scale,
+                "{name}: {} differs by {d} (scale {scale})",
+                var.0
+            );
+        }
+    }
+}

@@ -138,6 +138,45 @@ fn bad_training_data_says_what_is_wrong() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("outside the model's vocabulary"));
 }
 
+#[test]
+fn a_device_that_cannot_be_had_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let m = setup(home);
+    let data = home.join("day.jsonl");
+    write_data(&data);
+    let train_on = |device: &str| {
+        reverie(
+            home,
+            &[
+                "train",
+                "--data",
+                data.to_str().unwrap(),
+                "--base",
+                &m,
+                "--out",
+                home.join("o").to_str().unwrap(),
+                "--device",
+                device,
+            ],
+        )
+    };
+    let out = train_on("tpu");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use auto, cpu, cuda or cuda:N"), "{err}");
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    // Without CUDA in the build, asking for a GPU is refused before any
+    // work, with the way to get one.
+    let out = train_on("cuda:0");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--features cuda"), "{err}");
+    assert!(!home.join("o").join("model-q8_0.gguf").exists());
+}
+
 fn write_data(path: &Path) {
     let mut lines = String::new();
     for i in 0..24 {

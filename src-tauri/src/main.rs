@@ -47,6 +47,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a night's large buffers must be reusable on
+    // whichever thread trains.
+    reverie_train::heap::share_main_arena();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REVERIE_LOG")

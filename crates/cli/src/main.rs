@@ -85,6 +85,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a night's large buffers must be reusable on
+    // whichever thread trains.
+    reverie_train::heap::share_main_arena();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

@@ -28,8 +28,9 @@ pub struct PracticeArgs {
     #[arg(long, default_value_t = 4)]
     samples: usize,
     /// Who writes the tasks: the model (a tasker channel, rewarded for tasks
-    /// passed about half the time) or the family's generator.
-    #[arg(long, default_value = "model", value_parser = ["model", "program"])]
+    /// passed about half the time), the family's generator, or every other
+    /// task each.
+    #[arg(long, default_value = "mixed", value_parser = ["mixed", "model", "program"])]
     tasker: String,
     /// Task seed (default: a new one each run).
     #[arg(long)]
@@ -159,7 +160,11 @@ pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
         a.max_tool_calls,
     )?;
     cfg.samples = a.samples;
-    cfg.model_tasker = a.tasker == "model";
+    cfg.tasker_share = match a.tasker.as_str() {
+        "model" => 1.0,
+        "program" => 0.0,
+        _ => reverie_practice::PRACTICE_TASKER_SHARE,
+    };
     batch(home, &a.engine, cfg, a.json)
 }
 

@@ -19,7 +19,8 @@ pub mod tasker;
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
 pub use runner::{
-    next_difficulty, run, tally, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
+    next_difficulty, run, tally, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TASKER_SHARE,
+    PRACTICE_TEMPERATURE,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -34,9 +34,12 @@ pub struct RunConfig {
     pub eval: bool,
     pub params: SamplingParams,
     pub max_tool_calls: usize,
-    /// The model writes each task ([`crate::tasker`]) instead of the
-    /// family's generator; never for eval batches.
-    pub model_tasker: bool,
+    /// The share of tasks the model writes ([`crate::tasker`]) instead of
+    /// the family's generator: 0 none, 1 all; never for eval batches. The
+    /// generator's tasks keep the family's whole spread in every batch,
+    /// whatever a small tasker keeps writing (one shape of task that every
+    /// attempt fails teaches nothing: a group needs a pass and a fail).
+    pub tasker_share: f32,
     /// Constrains the shape of the solver's replies for a task (a format a
     /// model cannot keep yet; tests that need a known answer).
     pub reply_constraint: Option<fn(&Task) -> Constraint>,
@@ -91,6 +94,9 @@ impl Tally {
 /// (all pass or all fail) has no advantage to teach.
 pub const PRACTICE_TEMPERATURE: f32 = 0.7;
 
+/// The share of practice tasks the model writes by default.
+pub const PRACTICE_TASKER_SHARE: f32 = 0.5;
+
 /// The seed of measuring batches, so every eval of a family sees the same
 /// tasks.
 pub const EVAL_SEED: u64 = 1_000_003;
@@ -114,14 +120,14 @@ impl RunConfig {
                 ..SamplingParams::default()
             },
             max_tool_calls: 8,
-            model_tasker: false,
+            tasker_share: 0.0,
             reply_constraint: None,
             wrap_up_constraint: None,
         }
     }
 
-    /// A practice batch: sampled, `samples` attempts per task, tasks written
-    /// by the model.
+    /// A practice batch: sampled, `samples` attempts per task, every other
+    /// task written by the model.
     pub fn practice(
         family: Family,
         n: usize,
@@ -145,10 +151,17 @@ impl RunConfig {
                 ..SamplingParams::default()
             },
             max_tool_calls: 8,
-            model_tasker: true,
+            tasker_share: PRACTICE_TASKER_SHARE,
             reply_constraint: None,
             wrap_up_constraint: None,
         }
+    }
+
+    /// Whether the model writes task `i`: spread evenly through the batch,
+    /// `tasker_share` of the tasks, the first one from the generator.
+    pub fn tasker_writes(&self, i: usize) -> bool {
+        let share = self.tasker_share.clamp(0.0, 1.0) as f64;
+        !self.eval && ((i + 1) as f64 * share).floor() > (i as f64 * share).floor()
     }
 
     /// Episodes the batch records: tasks × attempts.
@@ -193,7 +206,7 @@ pub fn run(
             cfg.family
                 .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty)
         };
-        let proposal = match cfg.model_tasker && !cfg.eval {
+        let proposal = match cfg.tasker_writes(i) {
             true => Some(propose(engine, store, cfg, i, stamp, cancel)?),
             false => None,
         };
@@ -429,6 +442,30 @@ pub fn next_difficulty(history: &[PracticeEpisode], family: Family) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tasker_writes_its_share_of_a_batch_spread_evenly_and_never_for_eval() {
+        let writes = |share: f32, eval: bool, n: usize| -> Vec<bool> {
+            let mut cfg = RunConfig::practice(Family::Arithmetic, n, 2, 1, 2);
+            cfg.tasker_share = share;
+            cfg.eval = eval;
+            (0..n).map(|i| cfg.tasker_writes(i)).collect()
+        };
+        let default = RunConfig::practice(Family::Arithmetic, 6, 2, 1, 2);
+        assert_eq!(
+            (0..6).map(|i| default.tasker_writes(i)).collect::<Vec<_>>(),
+            [false, true, false, true, false, true]
+        );
+        assert!(writes(1.0, false, 5).iter().all(|&w| w));
+        assert!(writes(0.0, false, 5).iter().all(|&w| !w));
+        assert!(writes(1.0, true, 5).iter().all(|&w| !w), "eval never asks");
+        let quarter = writes(0.25, false, 8);
+        assert_eq!(quarter.iter().filter(|&&w| w).count(), 2);
+        assert_eq!(
+            quarter,
+            [false, false, false, true, false, false, false, true]
+        );
+    }
 
     fn ep(passed: bool, difficulty: u32) -> PracticeEpisode {
         PracticeEpisode {

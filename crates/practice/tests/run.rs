@@ -72,7 +72,7 @@ fn config(family: Family, eval: bool) -> RunConfig {
             ..SamplingParams::default()
         },
         max_tool_calls: 2,
-        model_tasker: false,
+        tasker_share: 0.0,
         reply_constraint: None,
         wrap_up_constraint: None,
     }
@@ -158,7 +158,7 @@ fn each_task_is_attempted_the_asked_number_of_times_with_its_own_seed() {
 fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
     let s = setup();
     let mut cfg = config(Family::Arithmetic, false);
-    cfg.model_tasker = true;
+    cfg.tasker_share = 1.0;
     cfg.samples = 2;
     let eps = s.run(&cfg).unwrap();
     assert_eq!(eps.len(), 4);
@@ -199,7 +199,7 @@ fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
         }
     }
     let mut eval = config(Family::Units, true);
-    eval.model_tasker = true;
+    eval.tasker_share = 1.0;
     s.run(&eval).unwrap();
     assert_eq!(
         s.store

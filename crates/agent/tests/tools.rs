@@ -500,7 +500,9 @@ fn stop_ends_a_running_tool() {
             }
         })
         .unwrap();
-    assert!(t0.elapsed().as_secs() < 20, "the 60 s script was stopped");
+    // Well short of the script's 60 s, with room for a loaded machine.
+    let took = t0.elapsed();
+    assert!(took.as_secs() < 45, "the 60 s script was stopped: {took:?}");
     assert_eq!(out.reason, StopReason::Cancelled);
     let result = first_tool_message(&store, &s);
     assert!(

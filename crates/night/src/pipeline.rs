@@ -282,11 +282,14 @@ fn stages(
                     .iter()
                     .filter(|t| t.description.starts_with("tasker"))
                     .count();
+                let episodes = practised.len() - proposals;
+                let s = |n: usize| if n == 1 { "" } else { "s" };
                 night.note(
                     Stage::Judge,
                     format!(
-                        "{} practice episodes rewarded by their checks, {proposals} tasker proposals by their solvers' pass rates",
-                        practised.len() - proposals
+                        "{episodes} practice episode{} rewarded by their checks, {proposals} tasker proposal{} by their solvers' pass rates",
+                        s(episodes),
+                        s(proposals)
                     ),
                 );
             }

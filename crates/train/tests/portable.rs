@@ -82,7 +82,11 @@ fn the_portable_ops_train_like_the_cpu_kernels() {
         let (lp_k, terms_k, grads_k) = run(false);
         let (lp_p, terms_p, grads_p) = run(true);
         let name = arch.as_str();
-        assert!(max_diff(&lp_k, &lp_p) < 1e-4, "{name}: log-probs differ");
+        // The two paths sum in different orders; on random adapters gemma's
+        // scaled embeddings put that at up to a few 1e-4 nats. The budget is
+        // the trainer's own against llama.cpp.
+        let d = max_diff(&lp_k, &lp_p);
+        assert!(d < 1e-3, "{name}: log-probs differ by {d}");
         assert!(
             (terms_k.oapl - terms_p.oapl).abs() < 1e-4 * terms_k.oapl.abs().max(1.0),
             "{name}: OAPL {} vs {}",

@@ -68,16 +68,9 @@ pub struct NightConfig {
 
 impl Default for NightConfig {
     fn default() -> Self {
-        let defaults = reverie_train::TrainConfig::default();
         let train = reverie_train::TrainConfig {
             checkpoint_every: 1,
-            // A night is a handful of optimizer steps (`min_train_steps`):
-            // LoRA's usual 2e-4 rather than the trainer's cautious default.
-            optim: reverie_train::optim::OptimConfig {
-                lr: 2e-4,
-                ..defaults.optim.clone()
-            },
-            ..defaults
+            ..reverie_train::TrainConfig::default()
         };
         NightConfig {
             practice: Vec::new(),

@@ -3,7 +3,7 @@
 mod util;
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,18 @@ use util::{command, json, reverie, synth};
 
 fn setup(home: &Path) -> String {
     synth(home, "qwen2").to_str().unwrap().to_string()
+}
+
+/// `reverie train --data DATA --base BASE --out OUT`, then `extra`.
+fn train(home: &Path, data: &Path, base: &str, out: &Path, extra: &[&str]) -> Command {
+    let mut c = command(home);
+    c.arg("train")
+        .arg("--data")
+        .arg(data)
+        .args(["--base", base, "--out"])
+        .arg(out)
+        .args(extra);
+    c
 }
 
 #[test]
@@ -39,21 +51,11 @@ fn trains_on_an_exported_day_and_reports_every_term() {
         .status
         .success());
     let out = home.join("night");
-    let s = json(&reverie(
-        home,
-        &[
-            "train",
-            "--data",
-            data.to_str().unwrap(),
-            "--base",
-            &m,
-            "--out",
-            out.to_str().unwrap(),
-            "--batch-size",
-            "1",
-            "--json",
-        ],
-    ));
+    let s = json(
+        &train(home, &data, &m, &out, &["--batch-size", "1", "--json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(s["steps"], 1);
     assert!(
         s["last_loss"]["oapl"].is_number()
@@ -122,18 +124,9 @@ fn bad_training_data_says_what_is_wrong() {
         "{\"ids\":[1,2,99999],\"roles\":[\"context\",\"action\",\"action\"]}\n",
     )
     .unwrap();
-    let out = reverie(
-        home,
-        &[
-            "train",
-            "--data",
-            data.to_str().unwrap(),
-            "--base",
-            &m,
-            "--out",
-            home.join("o").to_str().unwrap(),
-        ],
-    );
+    let out = train(home, &data, &m, &home.join("o"), &[])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("outside the model's vocabulary"));
 }
@@ -146,20 +139,9 @@ fn a_device_that_cannot_be_had_says_what_to_do() {
     let data = home.join("day.jsonl");
     write_data(&data);
     let train_on = |device: &str| {
-        reverie(
-            home,
-            &[
-                "train",
-                "--data",
-                data.to_str().unwrap(),
-                "--base",
-                &m,
-                "--out",
-                home.join("o").to_str().unwrap(),
-                "--device",
-                device,
-            ],
-        )
+        train(home, &data, &m, &home.join("o"), &["--device", device])
+            .output()
+            .unwrap()
     };
     let out = train_on("tpu");
     assert!(!out.status.success());
@@ -216,39 +198,28 @@ fn kill_9_mid_training_then_resume_gives_the_same_losses() {
         r#"{"batch_size":2,"epochs":3,"checkpoint_every":1,"optim":{"lr":0.01,"warmup_steps":2}}"#,
     )
     .unwrap();
-    let args = |out: &Path, log: &Path| -> Vec<String> {
-        [
-            "train",
-            "--data",
-            data.to_str().unwrap(),
-            "--base",
+    let run = |out: &Path, log: &Path| {
+        train(
+            home,
+            &data,
             &m,
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--steps-log",
-            log.to_str().unwrap(),
-            "--json",
-        ]
-        .map(String::from)
-        .to_vec()
+            out,
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "--steps-log",
+                log.to_str().unwrap(),
+                "--json",
+            ],
+        )
     };
     let (full_out, full_log) = (home.join("full"), home.join("full.log"));
-    json(&reverie(
-        home,
-        &args(&full_out, &full_log)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    ));
+    json(&run(&full_out, &full_log).output().unwrap());
     let full = losses(&full_log);
     assert_eq!(full.len(), 36);
 
     let (out, log) = (home.join("killed"), home.join("killed.log"));
-    let a = args(&out, &log);
-    let mut child = command(home)
-        .args(&a)
+    let mut child = run(&out, &log)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -265,10 +236,7 @@ fn kill_9_mid_training_then_resume_gives_the_same_losses() {
         "killed after {} steps",
         before.len()
     );
-    json(&reverie(
-        home,
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-    ));
+    json(&run(&out, &log).output().unwrap());
     let mut all = losses(&log);
     // A step that ran after the last checkpoint is redone: keep the redo.
     all.sort_by_key(|(s, _)| *s);

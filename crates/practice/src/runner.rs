@@ -206,9 +206,10 @@ pub fn run(
             cfg.family
                 .task(cfg.seed.wrapping_add(i as u64), cfg.difficulty)
         };
-        let proposal = match cfg.tasker_writes(i) {
-            true => Some(propose(engine, store, cfg, i, stamp, cancel)?),
-            false => None,
+        let proposal = if cfg.tasker_writes(i) {
+            Some(propose(engine, store, cfg, i, stamp, cancel)?)
+        } else {
+            None
         };
         // An unusable proposal still leaves the solvers something to practise.
         let task = match &proposal {

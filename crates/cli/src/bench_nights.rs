@@ -34,6 +34,11 @@ pub struct NightsArgs {
     /// Eval tasks per family, before and after.
     #[arg(long, default_value_t = 20)]
     eval: usize,
+    /// Tasks per family in each night's own verify gate (0: off, so every
+    /// night deploys whatever it trained). On by default, like a real
+    /// night: a night that would have been refused is reported as kept.
+    #[arg(long, default_value_t = NightConfig::default().verify_tasks)]
+    verify: usize,
     #[arg(long)]
     json: bool,
 }
@@ -51,11 +56,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     let bench = Home::new(home.root().join("bench").join(format!("nights-{stamp}")));
     std::fs::create_dir_all(bench.root())?;
     reverie_models::active::set_active(&bench, &base)?;
-    let say = |s: String| {
-        if !a.json {
-            eprintln!("{s}");
-        }
-    };
+    // Progress goes to stderr, so `--json` keeps stdout to the report.
+    let say = |s: String| eprintln!("{s}");
     let measure = |model: &std::path::Path| -> anyhow::Result<(Tally, Tally)> {
         let trained = tally(
             &bench,
@@ -98,9 +100,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             &bench,
             &store,
             &model,
-            // The bench measures before and after itself.
             &NightConfig {
-                verify_tasks: 0,
+                verify_tasks: a.verify,
                 ..NightConfig::default()
             },
             &AtomicBool::new(false),
@@ -126,7 +127,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             "difficulty": cfg.difficulty,
             "deployed": out.deployed,
             "kept_reason": out.kept_reason,
-            "perplexity": out.report["verify"],
+            // Perplexity before and after, and the gate's task checks.
+            "verify": out.report["verify"],
             "train_steps": out.report["train"]["steps"],
             "losses": out.report["train"]["losses"],
             "stage_seconds": out.report["seconds"],
@@ -142,6 +144,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "eval_tasks": a.eval,
         "practice_tasks_per_night": a.practice,
         "attempts_per_task": a.samples,
+        "verify_tasks": a.verify,
+        "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
         "nights": per_night,
         "trained_before": trained_before.success(),
         "trained_after": trained_after.success(),
@@ -159,7 +163,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         output::json(&report)?;
     } else {
         println!(
-            "{}: {:.0}% → {:.0}% (stopped by the harness {:.0}% → {:.0}%); held-out units: {:.0}% → {:.0}% ({} tasks each, {} nights)",
+            "{}: {:.0}% → {:.0}% (stopped by the harness {:.0}% → {:.0}%); held-out units: {:.0}% → {:.0}% ({} tasks each; {} of {} nights deployed)",
             family.as_str(),
             trained_before.success() * 100.0,
             trained_after.success() * 100.0,
@@ -168,6 +172,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             heldout_before.success() * 100.0,
             heldout_after.success() * 100.0,
             a.eval,
+            report["nights_deployed"],
             a.nights
         );
     }

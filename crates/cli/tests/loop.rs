@@ -107,6 +107,21 @@ fn day_night_day() {
     assert!(Path::new(&deployed).exists());
     let report = &summary["report"];
     assert!(report["tasks"].as_array().unwrap().len() >= 2, "{report}");
+    // The night's training set stays beside its checkpoint, one sequence a
+    // line, as `reverie train --data` reads it.
+    let data = std::fs::read_to_string(report["train"]["data"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        data.lines().count() as u64,
+        report["train"]["sequences"].as_u64().unwrap(),
+        "{report}"
+    );
+    for line in data.lines() {
+        let seq: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            seq["ids"].as_array().unwrap().len(),
+            seq["roles"].as_array().unwrap().len()
+        );
+    }
     assert!(report["verify"]["perplexity_after"].is_number());
     assert_eq!(report["memory"]["similarity"], "all-minilm-l6-v2");
     let understood = report["understanding"].as_array().unwrap();

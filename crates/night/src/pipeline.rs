@@ -406,7 +406,12 @@ fn stages(
                 report: night.report.clone(),
             });
         }
-        let tcfg = cfg.train_for(seqs.len());
+        // The night's training set, to read or to train on again with
+        // `reverie train --data`.
+        let data = dir.join("train-data.jsonl");
+        reverie_train::data::write_jsonl(&data, &seqs)?;
+        let n_seqs = seqs.len();
+        let tcfg = cfg.train_for(n_seqs);
         let model = Model::load_on(&base, &tcfg.device.open()?)?;
         let mut trainer = Trainer::new(&model, seqs, tcfg)?;
         if !night.done(Stage::Train) {
@@ -432,6 +437,8 @@ fn stages(
                 return Err(NightError::Cancelled);
             }
             night.report["train"] = json!({
+                "data": data,
+                "sequences": n_seqs,
                 "steps": trainer.step_index(),
                 "losses": reports.iter().map(|r| r.loss).collect::<Vec<_>>(),
                 "tokens": reports.iter().map(|r| r.tokens).sum::<usize>(),

@@ -112,6 +112,26 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Sequence>, TrainError> {
     Ok(out)
 }
 
+/// Writes `seqs` as JSONL that [`read_jsonl`] reads back, atomically: a
+/// temporary file, synced, then renamed over `path`.
+pub fn write_jsonl(path: &Path, seqs: &[Sequence]) -> Result<(), TrainError> {
+    let io = |source| TrainError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = String::new();
+    for s in seqs {
+        text.push_str(&serde_json::to_string(s).map_err(|e| TrainError::Data(e.to_string()))?);
+        text.push('\n');
+    }
+    let partial = path.with_extension("jsonl.partial");
+    std::fs::write(&partial, text).map_err(io)?;
+    std::fs::File::open(&partial)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&partial, path).map_err(io)
+}
+
 /// OAPL's value of a group of rewards: `β1 · ln mean exp(r / β1)`, a soft
 /// maximum that tends to the mean as `β1` grows and to the best reward as
 /// it shrinks.
@@ -171,5 +191,46 @@ mod tests {
             lone[0].advantage, 9.0,
             "a group of one keeps the caller's advantage"
         );
+    }
+
+    #[test]
+    fn written_sequences_read_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("data.jsonl");
+        let seqs = vec![
+            Sequence {
+                ids: vec![1, 2, 3],
+                roles: vec![TokenRole::Context, TokenRole::Action, TokenRole::Env],
+                advantage: -0.25,
+                reward: Some(0.5),
+                group: Some("g".into()),
+                token_advantages: vec![(2, -1.0)],
+            };
+            2
+        ];
+        write_jsonl(&p, &seqs).unwrap();
+        assert_eq!(read_jsonl(&p).unwrap(), seqs);
+        assert!(!p.with_extension("jsonl.partial").exists());
+        let err = write_jsonl(&dir.path().join("missing/data.jsonl"), &seqs).unwrap_err();
+        assert!(err.to_string().contains("missing/data.jsonl"), "{err}");
+    }
+
+    #[test]
+    fn the_default_baseline_leaves_shared_tokens_almost_unpushed() {
+        // Whatever all attempts of a group share is pushed by the sum of
+        // their advantages.
+        let push = |passes: usize, beta1: f32| {
+            let rs: Vec<f32> = (0..4).map(|i| if i < passes { 1.0 } else { 0.0 }).collect();
+            let v = group_baseline(&rs, beta1);
+            rs.iter().map(|r| r - v).sum::<f32>()
+        };
+        let beta1 = crate::loss::LossConfig::default().beta1;
+        for passes in 1..4 {
+            assert!(push(passes, 1.0) < -0.3, "β1 = 1 pushes shared tokens down");
+            let p = push(passes, beta1);
+            assert!((-0.06..=0.0).contains(&p), "{passes} of 4 passed: {p}");
+        }
+        assert_eq!(push(0, beta1), 0.0, "no mixed outcome, no push");
+        assert_eq!(push(4, beta1), 0.0);
     }
 }

@@ -12,6 +12,13 @@ use crate::data::Sequence;
 #[serde(default)]
 pub struct LossConfig {
     /// Temperature of the group baseline `V* = β1 ln mean exp(r/β1)`.
+    /// The published 1 puts `V*` well above the group's mean reward for
+    /// rewards in [0, 1]: four attempts with two passes get advantages that
+    /// sum to −0.48, so every mixed group pushes down the tokens all its
+    /// attempts share (the opening tool call), and with a small `beta2` the
+    /// squared error never saturates to stop that push. Nights at β1 = 1
+    /// drifted away from calling tools into empty replies. At 10 the same
+    /// group sums to −0.05: the baseline is nearly the mean, as in RLOO.
     pub beta1: f32,
     /// Scale of the log-ratio in OAPL's squared error.
     pub beta2: f32,
@@ -27,7 +34,7 @@ pub struct LossConfig {
 impl Default for LossConfig {
     fn default() -> Self {
         LossConfig {
-            beta1: 1.0,
+            beta1: 10.0,
             beta2: 1e-3,
             lambda_env: 0.05,
             lambda_user: 0.01,
@@ -53,6 +60,28 @@ fn mask(seq: &Sequence, role: TokenRole, device: &Device) -> Result<(Tensor, usi
         .collect();
     let n = m.iter().filter(|x| **x > 0.0).count();
     Ok((Tensor::from_vec(m, seq.ids.len() - 1, device)?, n))
+}
+
+/// The positions (`j` predicts token `j+1`) whose log-prob some term of
+/// [`sequence_loss`] reads under `cfg`: action tokens, token advantages,
+/// and env and user tokens when their weight is not 0. Only these need the
+/// LM head.
+pub fn scored_positions(seq: &Sequence, cfg: &LossConfig) -> Vec<bool> {
+    let mut scored: Vec<bool> = seq.roles[1..]
+        .iter()
+        .map(|r| match r {
+            TokenRole::Action => true,
+            TokenRole::Env => cfg.lambda_env > 0.0,
+            TokenRole::User => cfg.lambda_user > 0.0,
+            _ => false,
+        })
+        .collect();
+    for &(pos, _) in &seq.token_advantages {
+        if let Some(s) = pos.checked_sub(1).and_then(|j| scored.get_mut(j)) {
+            *s = true;
+        }
+    }
+    scored
 }
 
 /// Loss of one sequence from its token log-probs `lp [t-1]` under the

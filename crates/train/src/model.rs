@@ -307,6 +307,21 @@ impl Model {
         lora: Option<&Lora>,
         chunk: usize,
     ) -> candle_core::Result<Tensor> {
+        self.scored_logprobs(ids, lora, chunk, None)
+    }
+
+    /// [`Model::token_logprobs`] where only the positions `i` with
+    /// `scored[i]` go through the LM head (all when `None`); the others
+    /// read 0 and pass no gradient. A training sequence's system prompt
+    /// and tool definitions feed attention but no loss term, and the head
+    /// is a quarter of a small model's work.
+    pub fn scored_logprobs(
+        &self,
+        ids: &[i32],
+        lora: Option<&Lora>,
+        chunk: usize,
+        scored: Option<&[bool]>,
+    ) -> candle_core::Result<Tensor> {
         if ids.len() < 2 {
             return Tensor::zeros(0, DType::F32, &self.device);
         }
@@ -315,22 +330,72 @@ impl Model {
         for il in 0..self.layers.len() {
             h = self.layer(il, &h, &pos, lora)?;
         }
-        self.head_logprobs(&h, ids, chunk)
+        self.head_logprobs(&h, ids, chunk, scored)
     }
 
     /// The final norm, LM head and target log-probs from the last layer's
-    /// output `h [t, n_embd]`.
+    /// output `h [t, n_embd]`, for the positions `scored` keeps (see
+    /// [`Model::scored_logprobs`]).
     pub fn head_logprobs(
         &self,
         h: &Tensor,
         ids: &[i32],
         chunk: usize,
+        scored: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
         let t = ids.len();
-        let h = ops::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
         let targets: Vec<u32> = ids[1..].iter().map(|&i| i as u32).collect();
-        target_logprobs(&h, self.output.weight(), &targets, chunk)
+        let runs = match scored {
+            Some(s) if s.len() != t - 1 => {
+                candle_core::bail!("{} scored flags for {} predicted positions", s.len(), t - 1)
+            }
+            Some(s) if s.contains(&false) => runs(s),
+            _ => {
+                let h = ops::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
+                return target_logprobs(&h, self.output.weight(), &targets, chunk);
+            }
+        };
+        if runs.is_empty() {
+            return Tensor::zeros(t - 1, DType::F32, h.device());
+        }
+        // The kept rows side by side, through the head, then back in place
+        // between zeros: narrow and cat carry the gradient both ways.
+        let kept = runs
+            .iter()
+            .map(|&(a, n)| h.narrow(0, a, n))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let kept = ops::rms_norm(&Tensor::cat(&kept, 0)?, &self.output_norm, self.hp.eps)?;
+        let kept_targets: Vec<u32> = runs
+            .iter()
+            .flat_map(|&(a, n)| targets[a..a + n].iter().copied())
+            .collect();
+        let lp = target_logprobs(&kept, self.output.weight(), &kept_targets, chunk)?;
+        let mut parts = Vec::with_capacity(2 * runs.len() + 1);
+        let (mut at, mut k) = (0, 0);
+        for &(a, n) in &runs {
+            if a > at {
+                parts.push(Tensor::zeros(a - at, DType::F32, h.device())?);
+            }
+            parts.push(lp.narrow(0, k, n)?);
+            (at, k) = (a + n, k + n);
+        }
+        if at < t - 1 {
+            parts.push(Tensor::zeros(t - 1 - at, DType::F32, h.device())?);
+        }
+        Tensor::cat(&parts, 0)
     }
+}
+
+/// The runs of `true` in `flags`, as (start, length).
+fn runs(flags: &[bool]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (i, _) in flags.iter().enumerate().filter(|(_, f)| **f) {
+        match out.last_mut() {
+            Some((a, n)) if *a + *n == i => *n += 1,
+            _ => out.push((i, 1)),
+        }
+    }
+    out
 }
 
 /// RoPE tables shared by every layer of one sequence.
@@ -340,4 +405,17 @@ pub struct Positions {
     sin: Tensor,
     cos_swa: Tensor,
     sin_swa: Tensor,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn runs_are_the_stretches_of_kept_positions() {
+        let f = [false, true, true, false, true, false, false, true];
+        assert_eq!(runs(&f), vec![(1, 2), (4, 1), (7, 1)]);
+        assert_eq!(runs(&[false, false]), vec![]);
+        assert_eq!(runs(&[true; 3]), vec![(0, 3)]);
+    }
 }

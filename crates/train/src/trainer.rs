@@ -13,7 +13,7 @@ use crate::device::DeviceChoice;
 use crate::error::TrainError;
 use crate::heap::HeapHold;
 use crate::lora::{Lora, LoraConfig};
-use crate::loss::{sequence_loss, LossConfig, LossTerms};
+use crate::loss::{scored_positions, sequence_loss, LossConfig, LossTerms};
 use crate::model::Model;
 use crate::optim::{lr_at, AdamW, OptimConfig};
 
@@ -117,8 +117,9 @@ impl<'m> Trainer<'m> {
         let lag = data
             .iter()
             .map(|s| {
+                let scored = scored_positions(s, &cfg.loss);
                 model
-                    .token_logprobs(&s.ids, None, cfg.chunk)?
+                    .scored_logprobs(&s.ids, None, cfg.chunk, Some(&scored))?
                     .to_vec1::<f32>()
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
@@ -175,13 +176,17 @@ impl<'m> Trainer<'m> {
     pub fn evaluate(&self, seqs: &[Sequence]) -> Result<LossTerms, TrainError> {
         let mut sum = LossTerms::default();
         for s in seqs {
+            let scored = scored_positions(s, &self.cfg.loss);
             let lag = self
                 .model
-                .token_logprobs(&s.ids, None, self.cfg.chunk)?
+                .scored_logprobs(&s.ids, None, self.cfg.chunk, Some(&scored))?
                 .to_vec1::<f32>()?;
-            let lp = self
-                .model
-                .token_logprobs(&s.ids, Some(&self.lora), self.cfg.chunk)?;
+            let lp = self.model.scored_logprobs(
+                &s.ids,
+                Some(&self.lora),
+                self.cfg.chunk,
+                Some(&scored),
+            )?;
             let (_, t) = sequence_loss(s, &lp, &lag, &self.cfg.loss)?;
             add(&mut sum, &t, 1.0 / seqs.len() as f32);
         }
@@ -197,10 +202,14 @@ impl<'m> Trainer<'m> {
         weight: f64,
     ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
         let named = self.lora.named_vars();
+        let scored = scored_positions(seq, &self.cfg.loss);
         if !self.cfg.recompute || seq.ids.len() <= self.cfg.recompute_above {
-            let lp = self
-                .model
-                .token_logprobs(&seq.ids, Some(&self.lora), self.cfg.chunk)?;
+            let lp = self.model.scored_logprobs(
+                &seq.ids,
+                Some(&self.lora),
+                self.cfg.chunk,
+                Some(&scored),
+            )?;
             let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
             let grads = (loss * weight)?.backward()?;
             return Ok((
@@ -223,7 +232,7 @@ impl<'m> Trainer<'m> {
         // The LM head op keeps one block of logits alive at a time, in the
         // forward and the backward pass alike.
         let top = Var::from_tensor(&inputs[model.n_layer()])?;
-        let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk)?;
+        let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk, Some(&scored))?;
         let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
         let mut upstream = match (loss * weight)?.backward()?.get(top.as_tensor()) {
             Some(g) => g.clone(),

@@ -372,3 +372,84 @@ fn per_layer_recomputation_gives_the_same_gradients() {
         }
     }
 }
+
+#[test]
+fn the_lm_head_skips_positions_no_loss_reads_and_nothing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Model::load(&model(dir.path(), Arch::Qwen2)).unwrap();
+    let mut s = seq(
+        &[
+            3, 300, 301, 302, 303, 4, 5, 306, 307, 308, 309, 310, 311, 312,
+        ],
+        9,
+        0.7,
+    );
+    s.roles[3] = TokenRole::User;
+    s.roles[4] = TokenRole::Warning;
+    s.roles[6] = TokenRole::Env;
+    s.roles[7] = TokenRole::Env;
+    s.token_advantages = vec![(5, -1.0), (11, -1.0)];
+    let mut cfg = small_cfg(1e-3, 1);
+    cfg.loss.lambda_user = 0.0;
+    let scored = reverie_train::loss::scored_positions(&s, &cfg.loss);
+    // Position j predicts token j+1: env 6-7, the marked context token 5,
+    // action 9.. are read; context, the user (weight 0) and the warning
+    // are not.
+    let want: Vec<bool> = (1..s.ids.len())
+        .map(|i| [5, 6, 7].contains(&i) || i >= 9)
+        .collect();
+    assert_eq!(scored, want);
+
+    for recompute in [false, true] {
+        let mut c = cfg.clone();
+        c.recompute = recompute;
+        let t = Trainer::new(&m, vec![s.clone()], c.clone()).unwrap();
+        randomize_b(&t);
+        let full = m.token_logprobs(&s.ids, Some(&t.lora), 5).unwrap();
+        let part = m
+            .scored_logprobs(&s.ids, Some(&t.lora), 5, Some(&scored))
+            .unwrap();
+        let (full_v, part_v) = (
+            full.to_vec1::<f32>().unwrap(),
+            part.to_vec1::<f32>().unwrap(),
+        );
+        for (j, (f, p)) in full_v.iter().zip(&part_v).enumerate() {
+            let expect = if scored[j] { *f } else { 0.0 };
+            assert!((p - expect).abs() < 1e-5, "position {j}: {p} vs {expect}");
+        }
+        let lag = m
+            .token_logprobs(&s.ids, None, 5)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let (loss, want_terms) = sequence_loss(&s, &full, &lag, &c.loss).unwrap();
+        let want_grads = loss.backward().unwrap();
+        let (terms, grads) = t.sequence_gradients(&s, &lag, 1.0).unwrap();
+        assert!((terms.total - want_terms.total).abs() < 1e-5 * want_terms.total.abs().max(1.0));
+        for ((name, var), g) in t.lora.named_vars().iter().zip(&grads) {
+            let (a, b) = (
+                want_grads.get(var.as_tensor()).unwrap(),
+                g.as_ref().unwrap(),
+            );
+            let diff = (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let scale = a
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff <= 1e-4 * scale.max(1e-6),
+                "recompute {recompute}: {name} differs by {diff} (scale {scale})"
+            );
+        }
+    }
+}

@@ -98,6 +98,18 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     }
 }
 
+/// The log-probs of `seq` under `model` (with `lora` if given) at the
+/// positions some term of its loss reads.
+fn logprobs(
+    model: &Model,
+    cfg: &TrainConfig,
+    seq: &Sequence,
+    lora: Option<&Lora>,
+) -> candle_core::Result<Tensor> {
+    let scored = scored_positions(seq, &cfg.loss);
+    model.scored_logprobs(&seq.ids, lora, cfg.chunk, Some(&scored))
+}
+
 impl<'m> Trainer<'m> {
     /// Validates the data, computes the group baselines and the log-probs of
     /// the policy that generated the data (the model with no adapter).
@@ -116,12 +128,7 @@ impl<'m> Trainer<'m> {
         apply_group_baselines(&mut data, cfg.loss.beta1);
         let lag = data
             .iter()
-            .map(|s| {
-                let scored = scored_positions(s, &cfg.loss);
-                model
-                    .scored_logprobs(&s.ids, None, cfg.chunk, Some(&scored))?
-                    .to_vec1::<f32>()
-            })
+            .map(|s| logprobs(model, &cfg, s, None)?.to_vec1::<f32>())
             .collect::<candle_core::Result<Vec<_>>>()?;
         let shapes = model.adaptable(&cfg.lora.targets);
         let lora = Lora::new(cfg.lora.clone(), &shapes, &model.device)?;
@@ -176,17 +183,8 @@ impl<'m> Trainer<'m> {
     pub fn evaluate(&self, seqs: &[Sequence]) -> Result<LossTerms, TrainError> {
         let mut sum = LossTerms::default();
         for s in seqs {
-            let scored = scored_positions(s, &self.cfg.loss);
-            let lag = self
-                .model
-                .scored_logprobs(&s.ids, None, self.cfg.chunk, Some(&scored))?
-                .to_vec1::<f32>()?;
-            let lp = self.model.scored_logprobs(
-                &s.ids,
-                Some(&self.lora),
-                self.cfg.chunk,
-                Some(&scored),
-            )?;
+            let lag = logprobs(self.model, &self.cfg, s, None)?.to_vec1::<f32>()?;
+            let lp = logprobs(self.model, &self.cfg, s, Some(&self.lora))?;
             let (_, t) = sequence_loss(s, &lp, &lag, &self.cfg.loss)?;
             add(&mut sum, &t, 1.0 / seqs.len() as f32);
         }
@@ -202,14 +200,8 @@ impl<'m> Trainer<'m> {
         weight: f64,
     ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
         let named = self.lora.named_vars();
-        let scored = scored_positions(seq, &self.cfg.loss);
         if !self.cfg.recompute || seq.ids.len() <= self.cfg.recompute_above {
-            let lp = self.model.scored_logprobs(
-                &seq.ids,
-                Some(&self.lora),
-                self.cfg.chunk,
-                Some(&scored),
-            )?;
+            let lp = logprobs(self.model, &self.cfg, seq, Some(&self.lora))?;
             let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
             let grads = (loss * weight)?.backward()?;
             return Ok((
@@ -232,6 +224,7 @@ impl<'m> Trainer<'m> {
         // The LM head op keeps one block of logits alive at a time, in the
         // forward and the backward pass alike.
         let top = Var::from_tensor(&inputs[model.n_layer()])?;
+        let scored = scored_positions(seq, &self.cfg.loss);
         let lp = model.head_logprobs(top.as_tensor(), &seq.ids, self.cfg.chunk, Some(&scored))?;
         let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
         let mut upstream = match (loss * weight)?.backward()?.get(top.as_tensor()) {

@@ -421,12 +421,14 @@ pub fn tally(
 /// The difficulty for the next practice batch of `family`: the tasker's
 /// rule keeps the pass rate near one half, where there is most to learn
 /// (up one level above 70 %, down one below 30 %, over the last 20
-/// practice episodes of the family).
+/// attempts of the family). Eval attempts count as well as practice: a
+/// first night after an eval starts at the level the eval measured, where
+/// a group of attempts is most likely to have both passes and failures.
 pub fn next_difficulty(history: &[PracticeEpisode], family: Family) -> u32 {
     let recent: Vec<&PracticeEpisode> = history
         .iter()
         .rev()
-        .filter(|e| e.family == family.as_str() && e.kind == "practice")
+        .filter(|e| e.family == family.as_str() && (e.kind == "practice" || e.kind == "eval"))
         .take(20)
         .collect();
     let Some(last) = recent.first() else {
@@ -500,6 +502,21 @@ mod tests {
             next_difficulty(&[other], f),
             2,
             "other families do not count"
+        );
+        let kind = |kind: &str, passed: bool| PracticeEpisode {
+            kind: kind.into(),
+            ..ep(passed, 3)
+        };
+        let evals: Vec<_> = (0..10).map(|i| kind("eval", i % 2 == 0)).collect();
+        assert_eq!(
+            next_difficulty(&evals, f),
+            3,
+            "an eval at level 3 that passed half its tasks starts practice there"
+        );
+        assert_eq!(
+            next_difficulty(&vec![kind("tasker", true); 10], f),
+            2,
+            "the tasker's own episodes are not attempts"
         );
     }
 }

@@ -52,7 +52,8 @@ pub struct NightConfig {
     /// The night keeps the old model if a family's success rate drops by
     /// more than this (a share: 0.25 is 25 points).
     pub max_success_drop: f64,
-    /// Share of sub-tasks that get the understanding pass.
+    /// Share of the judge's sub-tasks that get the understanding pass
+    /// (practice and tasker rewards are measured, so they never do).
     pub understanding_fraction: f64,
     /// The night takes at least this many optimizer steps: when it has
     /// fewer than `train.batch_size × min_train_steps` sequences, its

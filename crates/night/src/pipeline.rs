@@ -340,7 +340,7 @@ fn stages(
         if !night.done(Stage::Understand) {
             let t = night.start(Stage::Understand);
             let tasks = night.tasks();
-            let picked = sample(tasks.len(), cfg.understanding_fraction, night.id as u64);
+            let picked = for_understanding(&tasks, cfg.understanding_fraction, night.id as u64);
             let mut scores: Vec<Option<f32>> = vec![None; tasks.len()];
             for (n, &i) in picked.iter().enumerate() {
                 let task = &tasks[i];
@@ -531,6 +531,20 @@ fn stages(
     })
 }
 
+/// The sub-tasks that get the understanding pass: a reproducible share of
+/// those the judge rewarded. Practice and tasker rewards were measured by a
+/// program, and averaging a guess into them would only halve the measured
+/// advantage and add noise.
+fn for_understanding(tasks: &[JudgedTask], fraction: f64, seed: u64) -> Vec<usize> {
+    let judged: Vec<usize> = (0..tasks.len())
+        .filter(|&i| tasks[i].group.is_none())
+        .collect();
+    sample(judged.len(), fraction, seed)
+        .into_iter()
+        .map(|k| judged[k])
+        .collect()
+}
+
 /// A reproducible choice of `ceil(fraction · n)` indices out of `n`.
 fn sample(n: usize, fraction: f64, seed: u64) -> Vec<usize> {
     let k = ((n as f64) * fraction.clamp(0.0, 1.0)).ceil() as usize;
@@ -662,7 +676,7 @@ fn repeats_the_call_before(msgs: &[Message], i: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{sample, sequences, with_task_checks};
+    use super::{for_understanding, sample, sequences, with_task_checks};
     use crate::config::NightConfig;
     use crate::judge::JudgedTask;
     use crate::verify::FamilyCheck;
@@ -799,6 +813,44 @@ mod tests {
         assert!(sample(10, 1.0, 1) == (0..10).collect::<Vec<_>>());
         let s = sample(50, 0.3, 9);
         assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|&i| i < 50));
+    }
+
+    #[test]
+    fn only_the_judges_rewards_get_the_understanding_pass() {
+        let task = |group: Option<&str>| JudgedTask {
+            channel: 1,
+            description: String::new(),
+            first: 0,
+            last: 1,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: group.map(String::from),
+        };
+        let tasks: Vec<JudgedTask> = (0..20)
+            .map(|i| match i % 4 {
+                0 => task(None),
+                1 => task(Some("tasker: arithmetic")),
+                _ => task(Some("arithmetic: Start with 3")),
+            })
+            .collect();
+        let picked = for_understanding(&tasks, 0.3, 7);
+        assert_eq!(
+            picked.len(),
+            2,
+            "30 % of the 5 judged sub-tasks: {picked:?}"
+        );
+        assert!(
+            picked.iter().all(|&i| tasks[i].group.is_none()),
+            "{picked:?}"
+        );
+        assert_eq!(picked, for_understanding(&tasks, 0.3, 7));
+        assert_eq!(
+            for_understanding(&tasks, 1.0, 7),
+            [0, 4, 8, 12, 16],
+            "every judged one and nothing else"
+        );
+        assert!(for_understanding(&tasks[1..4], 1.0, 7).is_empty());
     }
 
     #[test]

@@ -41,9 +41,10 @@ pub struct NightConfig {
     /// Per-token advantage of the last token of a reply whose end of turn
     /// the model called unintended.
     pub stray_end_advantage: f32,
-    /// Per-token advantage of the first token of a tool call that repeated
-    /// the call just before it to no effect (same arguments, same result):
-    /// the choice to call again instead of using the result.
+    /// Advantage of a tool call that repeated the call just before it to no
+    /// effect (same arguments, same result), shared evenly by the call's
+    /// tokens: the choice to call again instead of using the result, in
+    /// whatever form the call is written.
     pub repeated_call_advantage: f32,
     /// Tasks per family in the verify stage's success check (0: off). When
     /// the night trained on practice, each practised family and the

@@ -590,10 +590,11 @@ fn with_task_checks(
 
 /// Training sequences: each judged sub-task is its channel's recorded tokens
 /// up to the sub-task's last message, with earlier replies demoted to
-/// context (the advantage belongs to this sub-task's actions only), and
-/// single tokens marked where the model ended its turn by mistake or
-/// repeated a call to no effect; each value prediction is a sequence
-/// rewarded for the accuracy of the grade it wrote.
+/// context (the advantage belongs to this sub-task's actions only); the
+/// token that ended a turn by mistake is marked, and so is every token of
+/// a call that repeated the one before it to no effect. Each value
+/// prediction is a sequence rewarded for the accuracy of the grade it
+/// wrote.
 fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -618,10 +619,14 @@ fn sequences(
                 // The token that ended the turn too early.
                 marks.push((span.len() + s.len() - 1, cfg.stray_end_advantage));
             } else if repeats_the_call_before(&msgs, i) {
-                // The token that chose to call again.
-                if let Some(k) = s.roles.iter().position(|r| *r == TokenRole::Action) {
-                    marks.push((span.len() + k, cfg.repeated_call_advantage));
-                }
+                // The whole call, not just its first token: a mark on the
+                // first token alone taught the model to open the same call
+                // with another token (a ```json fence instead of the tag).
+                let action: Vec<usize> = (0..s.len())
+                    .filter(|&k| s.roles[k] == TokenRole::Action)
+                    .collect();
+                let each = cfg.repeated_call_advantage / action.len().max(1) as f32;
+                marks.extend(action.iter().map(|&k| (span.len() + k, each)));
             }
             span.append(&s);
         }
@@ -748,7 +753,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_repeated_to_no_effect_marks_its_first_token() {
+    fn a_call_repeated_to_no_effect_shares_its_mark_over_the_call() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let ch = store.create_channel("c").unwrap();
@@ -775,7 +780,7 @@ mod tests {
         add(MessageRole::User, "2+2?", 0); // 0
         add(MessageRole::Assistant, call, 2); // 1 2 3
         add(MessageRole::Tool, "2+2 = 4", 0); // 4
-        add(MessageRole::Assistant, call, 2); // 5 6 7: repeated, marked at 6
+        add(MessageRole::Assistant, call, 2); // 5 6 7: repeated, marked at 6 and 7
         add(MessageRole::Tool, hint, 0); // 8
         add(
             MessageRole::Assistant,
@@ -801,7 +806,7 @@ mod tests {
             ..NightConfig::default()
         };
         let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], &cfg).unwrap();
-        assert_eq!(seqs[0].token_advantages, vec![(6, -0.7)]);
+        assert_eq!(seqs[0].token_advantages, vec![(6, -0.35), (7, -0.35)]);
     }
 
     #[test]

@@ -72,6 +72,14 @@ impl ToolSetup {
             .is_none_or(|a| a.iter().any(|n| n == name))
     }
 
+    /// Names of the tools this channel offers.
+    fn offered(&self) -> Vec<String> {
+        self.definitions()
+            .iter()
+            .filter_map(|d| d["function"]["name"].as_str().map(String::from))
+            .collect()
+    }
+
     /// Definitions of the tools this channel offers.
     pub fn definitions(&self) -> Vec<serde_json::Value> {
         reverie_tools::definitions()
@@ -450,7 +458,12 @@ impl<'a> ChannelSession<'a> {
                 match call {
                     ParsedCall::Call { name, .. } if !tools.allows(&name) => (
                         false,
-                        format!("error: the tool `{name}` is not available in this channel"),
+                        // The names it may use, so a misremembered one
+                        // (`calculate` for `calculator`) can be corrected.
+                        format!(
+                            "error: the tool `{name}` is not available in this channel. Available tools: {}",
+                            tools.offered().join(", ")
+                        ),
                     ),
                     ParsedCall::Call { name, arguments } => {
                         let stop = tools.toolbox.stop_handle();

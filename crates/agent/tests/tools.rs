@@ -224,6 +224,47 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
 }
 
 #[test]
+fn a_tool_the_channel_does_not_offer_is_refused_with_the_names_it_does() {
+    let (_dir, store, services, engine) = setup(1);
+    let agent = Agent::new(
+        engine,
+        store.clone(),
+        services,
+        AgentConfig {
+            max_tool_calls: 1,
+            allowed_tools: Some(vec!["read_file".into(), "calculator".into()]),
+            reply_constraint: Some(Constraint::Gbnf(
+                r#"root ::= "<tool_call>\n{\"name\": \"calculate\", \"arguments\": {\"expression\": \"2+2\"}}\n</tool_call>""#.into(),
+            )),
+            ..AgentConfig::default()
+        },
+    );
+    let out = agent
+        .send("typo", "what is 2+2?", &sampling(1), |_| {})
+        .unwrap()
+        .wait()
+        .unwrap();
+    agent.shutdown();
+    assert_eq!(out.tool_calls, 1);
+    let id = store.channel_by_name("typo").unwrap().unwrap().id;
+    let result = store
+        .messages(id)
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == MessageRole::Tool)
+        .expect("the refused call gets an answer")
+        .text;
+    assert!(
+        result.starts_with("error: the tool `calculate` is not available in this channel"),
+        "{result}"
+    );
+    let offered = result.split("Available tools: ").nth(1).unwrap_or_default();
+    let mut names: Vec<&str> = offered.split(", ").collect();
+    names.sort_unstable();
+    assert_eq!(names, ["calculator", "read_file"], "{result}");
+}
+
+#[test]
 fn stored_tokens_reproduce_what_the_model_saw() {
     let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "rec");

@@ -17,7 +17,10 @@ use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
 
 use crate::cancel::CancelFlag;
-use crate::session::{AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS};
+use crate::session::{
+    AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_REPEATED_CALLS,
+    DEFAULT_MAX_TOOL_CALLS,
+};
 
 /// How every channel's agent is set up.
 #[derive(Debug, Clone)]
@@ -27,6 +30,10 @@ pub struct AgentConfig {
     /// Whether the agent has its tools.
     pub tools: bool,
     pub max_tool_calls: usize,
+    /// Calls in a row that repeat an earlier call of the turn to no effect
+    /// (same arguments, same result) and so end it as a loop
+    /// (`usize::MAX`: never).
+    pub max_repeated_calls: usize,
     /// Only these tools (all when `None`).
     pub allowed_tools: Option<Vec<String>>,
     /// A constraint on every reply (tests drive tool calls with it).
@@ -42,6 +49,7 @@ impl Default for AgentConfig {
             system_prompt: crate::DEFAULT_SYSTEM_PROMPT.trim().to_string(),
             tools: true,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            max_repeated_calls: DEFAULT_MAX_REPEATED_CALLS,
             allowed_tools: None,
             reply_constraint: None,
             answer_when_stopped: true,
@@ -213,6 +221,7 @@ impl Agent {
                 if let Some(toolbox) = toolbox {
                     let mut setup = ToolSetup::new(toolbox);
                     setup.max_calls = config.max_tool_calls;
+                    setup.max_repeated_calls = config.max_repeated_calls;
                     setup.allowed = config.allowed_tools.clone();
                     if !config.answer_when_stopped {
                         setup.wrap_up = None;

@@ -17,6 +17,11 @@ const MAX_REPEATED_FAILURES: usize = 3;
 /// Failed calls in a row, whatever they were, that end the turn: a model
 /// that varies a broken call slightly is not getting anywhere either.
 const MAX_FAILURES_IN_A_ROW: usize = 5;
+/// Calls in a row that repeat an earlier call of the turn to no effect
+/// (same arguments, same result) that end the turn: the first is answered
+/// with [`REPEAT_HINT`]; a model that ignores it is looping, and would
+/// otherwise spend the whole call budget on the same answer.
+pub const DEFAULT_MAX_REPEATED_CALLS: usize = 2;
 
 /// Added to the result of a call the turn already made with the same
 /// arguments and result, so a small model that repeats itself is told to
@@ -48,6 +53,9 @@ pub struct ToolSetup {
     pub toolbox: reverie_tools::Toolbox,
     pub format: Box<dyn ToolCallFormat>,
     pub max_calls: usize,
+    /// Calls in a row repeating an earlier call to no effect that end the
+    /// turn (`usize::MAX`: never).
+    pub max_repeated_calls: usize,
     /// Only these tools are offered and run (all when `None`).
     pub allowed: Option<Vec<String>>,
     /// The constraint of the reply that follows a stopped turn (by default
@@ -61,6 +69,7 @@ impl ToolSetup {
             toolbox,
             format: Box::new(Hermes),
             max_calls: DEFAULT_MAX_TOOL_CALLS,
+            max_repeated_calls: DEFAULT_MAX_REPEATED_CALLS,
             allowed: None,
             wrap_up: Some(crate::wrap_up::no_tools()),
         }
@@ -266,6 +275,7 @@ impl<'a> ChannelSession<'a> {
         let mut sampled = 0;
         let (mut last_failure, mut repeated, mut failed_in_row) = (None::<String>, 0, 0);
         let mut succeeded = std::collections::HashSet::new();
+        let mut repeats_in_row = 0;
         let (mut reply_message, mut reply, mut finish);
         loop {
             let n;
@@ -304,9 +314,11 @@ impl<'a> ChannelSession<'a> {
                 signature,
             } in results
             {
-                if ok && !succeeded.insert(signature) {
+                let repeat = ok && !succeeded.insert(signature);
+                if repeat {
                     text = format!("{text}\n\n{REPEAT_HINT}");
                 }
+                repeats_in_row = if repeat { repeats_in_row + 1 } else { 0 };
                 let msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 let span = self.engine.append_messages(&mut t, &[msg])?;
                 self.store
@@ -321,10 +333,9 @@ impl<'a> ChannelSession<'a> {
                 };
                 break;
             }
-            let (max, wrap_up) = self
-                .tools
-                .as_ref()
-                .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
+            let (max, max_repeats, wrap_up) = self.tools.as_ref().map_or((0, 0, None), |t| {
+                (t.max_calls, t.max_repeated_calls, t.wrap_up.clone())
+            });
             let then = if wrap_up.is_some() {
                 crate::wrap_up::ANSWER_NOW
             } else {
@@ -333,6 +344,10 @@ impl<'a> ChannelSession<'a> {
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
                     "{STOPPED}: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
+                ))
+            } else if repeats_in_row >= max_repeats {
+                Some(format!(
+                    "{STOPPED}: {repeats_in_row} tool calls in a row repeated an earlier call with the same result. Use the results you have. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(

@@ -84,6 +84,8 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
         services,
         AgentConfig {
             max_tool_calls: CALLS_PER_TURN,
+            // Random reads of ten files repeat: every turn runs to the limit.
+            max_repeated_calls: usize::MAX,
             // The tiny model's vocabulary spends a token per byte: offer
             // only the tool in use so 100 calls fit one context.
             allowed_tools: Some(vec!["read_file".into()]),
@@ -172,7 +174,7 @@ fn eight_channels_hundred_tool_calls_each_without_cross_talk() {
 }
 
 #[test]
-fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
+fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
     let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "loop");
     let agent = Agent::new(
@@ -180,7 +182,8 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
         store.clone(),
         services,
         AgentConfig {
-            max_tool_calls: 3,
+            // Far above the three calls the loop is allowed.
+            max_tool_calls: 8,
             allowed_tools: Some(vec!["read_file".into()]),
             reply_constraint: Some(Constraint::Gbnf(
                 r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
@@ -194,7 +197,10 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
         .wait()
         .unwrap();
     agent.shutdown();
+    // The first repeat gets the reminder; the second, ignoring it, ends
+    // the turn.
     assert_eq!(out.tool_calls, 3);
+    assert_eq!(out.reason, StopReason::ToolLimit);
     let id = store.channel_by_name("loop").unwrap().unwrap().id;
     let msgs = store.messages(id).unwrap();
     let tool: Vec<&str> = msgs
@@ -210,6 +216,17 @@ fn a_repeated_call_is_answered_with_a_reminder_to_use_its_result() {
         assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
     }
     assert!(!reverie_agent::repeats_an_earlier_call(tool[0]));
+    let notice = msgs
+        .iter()
+        .find(|m| m.role == MessageRole::User && m.text.starts_with("This turn was stopped"))
+        .expect("the stopped turn says why");
+    assert!(
+        notice
+            .text
+            .contains("2 tool calls in a row repeated an earlier call"),
+        "{}",
+        notice.text
+    );
     // The call's own record keeps the tool's result as it was.
     let results: Vec<String> = msgs
         .iter()

@@ -347,7 +347,9 @@ impl<'a> ChannelSession<'a> {
                 ))
             } else if repeats_in_row >= max_repeats {
                 Some(format!(
-                    "{STOPPED}: {repeats_in_row} tool calls in a row repeated an earlier call with the same result. Use the results you have. {then}"
+                    // No count in the text: a small model asked for a
+                    // number answers with any number it was just shown.
+                    "{STOPPED}: the same tool call was repeated with the same result. Use the result you have. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(

@@ -223,7 +223,7 @@ fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
     assert!(
         notice
             .text
-            .contains("2 tool calls in a row repeated an earlier call"),
+            .contains("the same tool call was repeated with the same result"),
         "{}",
         notice.text
     );

@@ -341,23 +341,23 @@ impl<'a> ChannelSession<'a> {
             } else {
                 "Ask to continue if there is more to do."
             };
+            // No counts in these texts: a small model asked for a number
+            // answers with any number it was just shown.
             let notice = if repeated >= MAX_REPEATED_FAILURES {
                 Some(format!(
-                    "{STOPPED}: the same tool call failed {repeated} times in a row. Read the error; next time try something different. {then}"
+                    "{STOPPED}: the same tool call failed again and again. Read the error; next time try something different. {then}"
                 ))
             } else if repeats_in_row >= max_repeats {
                 Some(format!(
-                    // No count in the text: a small model asked for a
-                    // number answers with any number it was just shown.
                     "{STOPPED}: the same tool call was repeated with the same result. Use the result you have. {then}"
                 ))
             } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
                 Some(format!(
-                    "{STOPPED}: {failed_in_row} tool calls in a row failed. Read the errors. {then}"
+                    "{STOPPED}: tool call after tool call failed. Read the errors. {then}"
                 ))
             } else if calls_made >= max {
                 Some(format!(
-                    "{STOPPED} after {calls_made} tool calls, the limit for one turn. {then}"
+                    "{STOPPED}: it reached the limit of tool calls for one turn. {then}"
                 ))
             } else {
                 None
@@ -465,10 +465,7 @@ impl<'a> ChannelSession<'a> {
             } else if *calls_made >= tools.max_calls {
                 (
                     false,
-                    format!(
-                        "not run: {} tool calls is the limit for one turn",
-                        tools.max_calls
-                    ),
+                    "not run: the turn reached its limit of tool calls".to_string(),
                 )
             } else {
                 *calls_made += 1;

@@ -247,7 +247,7 @@ mod tests {
         let notice = |ch, roles: TokenRole| {
             let mut span = TokenSpan::default();
             span.push(7, roles, None);
-            let text = "This turn was stopped after 8 tool calls, the limit for one turn.";
+            let text = "This turn was stopped: it reached the limit of tool calls for one turn.";
             store
                 .append_message(ch, MessageRole::User, text, &span)
                 .unwrap();

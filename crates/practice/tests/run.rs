@@ -283,7 +283,7 @@ fn a_turn_stopped_at_the_call_limit_is_judged_on_its_last_answer() {
         .collect();
     let notice = texts
         .iter()
-        .position(|t| t.contains("limit for one turn"))
+        .position(|t| t.contains("limit of tool calls for one turn"))
         .unwrap();
     assert_eq!(texts.len(), notice + 2, "{texts:?}");
 }

@@ -33,7 +33,12 @@ pub struct NightConfig {
     pub turn_weight: f32,
     /// Reward of a practice attempt that passed only in the answer the
     /// harness asked for after stopping its turn (tool-call limit, failing
-    /// calls); an attempt that stopped and answered by itself earns 1.
+    /// calls, a loop); an attempt that stopped and answered by itself
+    /// earns 1. Full marks by default: at 0.5, a right answer worked out
+    /// without the tool was worth twice one found with it (a small model
+    /// loops on nearly every call), and after one night most attempts no
+    /// longer called the tool. Loops are taught by the repeated-call mark
+    /// and cut short by the harness instead.
     pub stopped_pass_reward: f32,
     /// The night keeps the old model if the new one's perplexity on the
     /// sanity text is more than this fraction worse.
@@ -83,7 +88,7 @@ impl Default for NightConfig {
             memory_decay_per_day: 0.9,
             success_threshold: 0.5,
             turn_weight: 0.1,
-            stopped_pass_reward: 0.5,
+            stopped_pass_reward: 1.0,
             max_perplexity_regression: 0.10,
             verify_tasks: 8,
             max_success_drop: 0.25,

@@ -15,6 +15,7 @@ p.add_argument("--gguf", required=True)
 p.add_argument("--len", type=int, required=True)
 p.add_argument("--threads", type=int, required=True)
 p.add_argument("--rank", type=int, default=16)
+p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
 a = p.parse_args()
 
 import torch  # noqa: E402
@@ -24,7 +25,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
 folder, name = os.path.split(os.path.abspath(a.gguf))
-model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32)
+model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=getattr(torch, a.dtype))
 targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=2 * a.rank, target_modules=targets, lora_dropout=0.0))
 opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
@@ -44,4 +45,4 @@ t0 = time.perf_counter()
 step()
 dt = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"tokens_per_s": a.len / dt, "seconds": dt, "peak_rss": rss, "torch": torch.__version__}))
+print(json.dumps({"tokens_per_s": a.len / dt, "seconds": dt, "peak_rss": rss, "torch": torch.__version__, "dtype": a.dtype}))

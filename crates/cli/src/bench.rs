@@ -65,6 +65,9 @@ pub enum BenchCommand {
         /// sequence).
         #[arg(long, default_value_t = 1)]
         warmup: usize,
+        /// f32 everywhere, even on a CPU with AMX.
+        #[arg(long)]
+        f32: bool,
     },
     /// Merge + q8_0 export time: ours vs llama.cpp's quantize tool.
     Export {
@@ -108,9 +111,12 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             python,
             json,
         } => crate::bench_train::train(home, model, lengths, threads, &python, json),
-        BenchCommand::TrainStep { model, len, warmup } => {
-            crate::bench_train::train_step(&model, len, warmup)
-        }
+        BenchCommand::TrainStep {
+            model,
+            len,
+            warmup,
+            f32,
+        } => crate::bench_train::train_step(&model, len, warmup, f32),
         BenchCommand::Export { model, json } => crate::bench_train::export(home, model, json),
     }
 }

@@ -28,10 +28,18 @@ fn peak_rss() -> u64 {
     u.ru_maxrss as u64 * 1024
 }
 
-/// `warmup` unmeasured and one measured LoRA step on `len` tokens; prints
-/// JSON.
-pub fn train_step(model: &Path, len: usize, warmup: usize) -> anyhow::Result<ExitCode> {
-    let m = Model::load(model)?;
+/// `warmup` unmeasured and one measured LoRA step on `len` tokens, as a
+/// training run loads the model (bf16 tiles on a CPU with AMX) or in f32;
+/// prints JSON.
+pub fn train_step(model: &Path, len: usize, warmup: usize, f32: bool) -> anyhow::Result<ExitCode> {
+    let cfg = TrainConfig {
+        batch_size: 1,
+        epochs: warmup + 1,
+        checkpoint_every: 0,
+        cpu_bf16: !f32,
+        ..TrainConfig::default()
+    };
+    let m = Model::load_for_training(model, &cfg)?;
     let ids: Vec<i32> = (0..len)
         .map(|i| (5 + (i * 7919) % (m.hp.n_vocab - 10)) as i32)
         .collect();
@@ -52,12 +60,6 @@ pub fn train_step(model: &Path, len: usize, warmup: usize) -> anyhow::Result<Exi
         group: None,
         token_advantages: vec![],
     };
-    let cfg = TrainConfig {
-        batch_size: 1,
-        epochs: warmup + 1,
-        checkpoint_every: 0,
-        ..TrainConfig::default()
-    };
     let mut t = Trainer::new(&m, vec![seq], cfg)?;
     for _ in 0..warmup {
         t.train_step()?;
@@ -65,9 +67,9 @@ pub fn train_step(model: &Path, len: usize, warmup: usize) -> anyhow::Result<Exi
     let t0 = Instant::now();
     t.train_step()?;
     let dt = t0.elapsed().as_secs_f64();
-    output::json(
-        &serde_json::json!({ "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss() }),
-    )?;
+    output::json(&serde_json::json!({
+        "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+    }))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -139,29 +141,39 @@ pub fn train(
     let me = std::env::current_exe()?;
     let mut rows = Vec::new();
     for &len in &lengths {
-        let ours = run_json(
-            Command::new(&me)
-                .args(["bench", "train-step", "--len", &len.to_string(), "--model"])
-                .arg(&model)
-                .env("RAYON_NUM_THREADS", threads.to_string()),
-        )?;
-        let theirs = run_json(
-            Command::new(&py)
-                .arg(PEFT_SCRIPT)
-                .args([
-                    "--len",
-                    &len.to_string(),
-                    "--threads",
-                    &threads.to_string(),
-                    "--gguf",
-                ])
-                .arg(&model),
-        )?;
-        let ratio =
-            |k: &str| ours[k].as_f64().unwrap_or(0.0) / theirs[k].as_f64().unwrap_or(f64::NAN);
+        // Ours as a training run loads the model (bf16 tiles where the CPU
+        // has AMX) and in f32; the reference in f32 (what PEFT on a CPU
+        // does by default) and with its weights in bf16.
+        let ours_step = |extra: &[&str]| {
+            run_json(
+                Command::new(&me)
+                    .args(["bench", "train-step", "--len", &len.to_string(), "--model"])
+                    .arg(&model)
+                    .args(extra)
+                    .env("RAYON_NUM_THREADS", threads.to_string()),
+            )
+        };
+        let reference_step = |dtype: &str| {
+            run_json(
+                Command::new(&py)
+                    .arg(PEFT_SCRIPT)
+                    .args(["--len", &len.to_string(), "--threads", &threads.to_string()])
+                    .args(["--dtype", dtype, "--gguf"])
+                    .arg(&model),
+            )
+        };
+        let (ours, ours_f32) = (ours_step(&[])?, ours_step(&["--f32"])?);
+        let (theirs, theirs_bf16) = (reference_step("float32")?, reference_step("bfloat16")?);
+        let ratio = |a: &serde_json::Value, b: &serde_json::Value, k: &str| {
+            a[k].as_f64().unwrap_or(0.0) / b[k].as_f64().unwrap_or(f64::NAN)
+        };
         rows.push(serde_json::json!({
-            "tokens": len, "ours": ours, "reference": theirs,
-            "tokens_per_s_ratio": ratio("tokens_per_s"), "peak_rss_ratio": ratio("peak_rss"),
+            "tokens": len, "ours": ours, "ours_f32": ours_f32,
+            "reference": theirs, "reference_bf16": theirs_bf16,
+            "tokens_per_s_ratio": ratio(&ours, &theirs, "tokens_per_s"),
+            "peak_rss_ratio": ratio(&ours, &theirs, "peak_rss"),
+            "f32_tokens_per_s_ratio": ratio(&ours_f32, &theirs, "tokens_per_s"),
+            "tokens_per_s_ratio_vs_bf16_reference": ratio(&ours, &theirs_bf16, "tokens_per_s"),
         }));
         if !json {
             eprintln!("{len} tokens: {}", rows.last().expect("pushed"));
@@ -176,6 +188,8 @@ pub fn train(
     let report = serde_json::json!({
         "model": model, "threads": threads, "lengths": rows,
         "tokens_per_s_ratio": mean("tokens_per_s_ratio"), "peak_rss_ratio": mean("peak_rss_ratio"),
+        "f32_tokens_per_s_ratio": mean("f32_tokens_per_s_ratio"),
+        "tokens_per_s_ratio_vs_bf16_reference": mean("tokens_per_s_ratio_vs_bf16_reference"),
     });
     output::json(&report)?;
     Ok(ExitCode::SUCCESS)

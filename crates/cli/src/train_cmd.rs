@@ -71,7 +71,7 @@ pub fn train(_home: &Home, a: TrainArgs) -> anyhow::Result<ExitCode> {
     }
     let started = Instant::now();
     let seqs = data::read_jsonl(&a.data)?;
-    let model = Model::load_on(&a.base, &cfg.device.open()?)?;
+    let model = Model::load_for_training(&a.base, &cfg)?;
     let mut trainer = Trainer::new(&model, seqs.clone(), cfg.clone())?;
     let bar = if a.json {
         ProgressBar::hidden()
@@ -198,6 +198,10 @@ pub struct LogprobsArgs {
     /// The trainer's device (with `--engine train`): auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     device: DeviceChoice,
+    /// With `--engine train`: the frozen weights as bf16 tiles, as a
+    /// training run holds them on a CPU with AMX (f32 otherwise).
+    #[arg(long)]
+    bf16: bool,
     #[arg(long)]
     json: bool,
 }
@@ -230,9 +234,16 @@ pub fn logprobs(_home: &Home, a: LogprobsArgs) -> anyhow::Result<ExitCode> {
             )?;
             e.score(&ids)?
         }
-        ScoreEngine::Train => Model::load_on(&a.model, &a.device.open()?)?
-            .token_logprobs(&ids, None, 512)?
-            .to_vec1::<f32>()?,
+        ScoreEngine::Train => {
+            let cfg = TrainConfig {
+                device: a.device,
+                cpu_bf16: a.bf16,
+                ..TrainConfig::default()
+            };
+            Model::load_for_training(&a.model, &cfg)?
+                .token_logprobs(&ids, None, 512)?
+                .to_vec1::<f32>()?
+        }
     };
     let total: f32 = lps.iter().sum();
     if a.json {

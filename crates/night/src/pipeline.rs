@@ -412,7 +412,7 @@ fn stages(
         reverie_train::data::write_jsonl(&data, &seqs)?;
         let n_seqs = seqs.len();
         let tcfg = cfg.train_for(n_seqs);
-        let model = Model::load_on(&base, &tcfg.device.open()?)?;
+        let model = Model::load_for_training(&base, &tcfg)?;
         let mut trainer = Trainer::new(&model, seqs, tcfg)?;
         if !night.done(Stage::Train) {
             let t = night.start(Stage::Train);

@@ -6,21 +6,56 @@ use std::sync::Arc;
 
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 
-use crate::cpu::{f32_slice, matmul_by_transposed, with_f32};
+use crate::amx::{self, Packed};
+use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, with_f32};
 use crate::portable;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
-/// the CPU, bf16 on other devices (the portable path casts around it).
+/// the CPU (or bf16 AMX tiles, [`FrozenMatmul::tiled`]), bf16 on other
+/// devices (the portable path casts around it).
 #[derive(Clone)]
 pub struct FrozenMatmul {
     op: Arc<Box<dyn CustomOp1 + Send + Sync>>,
-    weight: Tensor,
+    weight: Weight,
+    dims: (usize, usize),
+}
+
+/// A frozen `W [out, in]` as bf16 AMX tiles, in the layout of each pass:
+/// `x · Wᵀ` forward, `g · W` backward.
+pub(crate) struct Tiles {
+    pub(crate) forward: Packed,
+    pub(crate) backward: Packed,
+}
+
+impl Tiles {
+    fn new(w: &[f32], out: usize, inp: usize) -> Tiles {
+        Tiles {
+            forward: Packed::transposed(w, out, inp),
+            backward: Packed::plain(w, out, inp),
+        }
+    }
+
+    /// `x [rows, in] · Wᵀ`.
+    pub(crate) fn project(&self, dst: &mut [f32], x: &[f32], rows: usize) {
+        amx::matmul(dst, x, rows, &self.forward)
+    }
+
+    /// `g [rows, out] · W`.
+    pub(crate) fn project_back(&self, dst: &mut [f32], g: &[f32], rows: usize) {
+        amx::matmul(dst, g, rows, &self.backward)
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Weight {
+    Dense(Tensor),
+    Tiles(Arc<Tiles>),
 }
 
 struct Op {
     /// `W`, contiguous `[out, in]`; the forward multiplies by its transposed
     /// view, so the weight is held once.
-    w: Tensor,
+    w: Weight,
 }
 
 impl FrozenMatmul {
@@ -30,21 +65,59 @@ impl FrozenMatmul {
         } else {
             w.detach().to_dtype(DType::BF16)?.contiguous()?
         };
-        let op = Op { w: w.clone() };
-        Ok(FrozenMatmul {
-            op: Arc::new(Box::new(op)),
-            weight: w,
-        })
+        let dims = w.dims2()?;
+        Ok(FrozenMatmul::from_weight(Weight::Dense(w), dims))
     }
 
-    /// The frozen `W [out, in]`.
-    pub fn weight(&self) -> &Tensor {
+    /// The weight rounded to bf16 and laid out for the CPU's AMX tiles
+    /// (the numerics of a GPU run, several times faster than f32 on the
+    /// CPUs that have them); the f32 values are not kept. Only where
+    /// [`amx::available`].
+    pub fn tiled(w: &Tensor) -> Result<FrozenMatmul> {
+        if !amx::available() || !w.device().is_cpu() {
+            candle_core::bail!("bf16 tiles need a CPU with AMX");
+        }
+        let (out, inp) = w.dims2()?;
+        let tiles = Tiles::new(&f32_values(&w.to_dtype(DType::F32)?)?, out, inp);
+        Ok(FrozenMatmul::from_weight(
+            Weight::Tiles(Arc::new(tiles)),
+            (out, inp),
+        ))
+    }
+
+    fn from_weight(w: Weight, dims: (usize, usize)) -> FrozenMatmul {
+        FrozenMatmul {
+            op: Arc::new(Box::new(Op { w: w.clone() })),
+            weight: w,
+            dims,
+        }
+    }
+
+    /// The frozen `W [out, in]`, unless it is held as tiles only.
+    pub fn weight(&self) -> Option<&Tensor> {
+        match &self.weight {
+            Weight::Dense(w) => Some(w),
+            Weight::Tiles(_) => None,
+        }
+    }
+
+    pub(crate) fn held(&self) -> &Weight {
         &self.weight
+    }
+
+    /// `(out, in)`.
+    pub fn dims(&self) -> (usize, usize) {
+        self.dims
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if portable::wanted(x) {
-            return portable::frozen_matmul(x, &self.weight);
+            let Some(w) = self.weight() else {
+                candle_core::bail!(
+                    "the portable ops need the f32 weights: load the model without bf16 tiles"
+                );
+            };
+            return portable::frozen_matmul(x, w);
         }
         x.contiguous()?.apply_op1_arc(self.op.clone())
     }
@@ -62,28 +135,45 @@ impl CustomOp1 for Op {
             Some((last, rest)) => (last, rest.iter().product::<usize>()),
             None => candle_core::bail!("frozen matmul needs at least one dimension"),
         };
-        let (out, w_in) = self.w.dims2()?;
+        let (out, w_in) = match &self.w {
+            Weight::Dense(w) => w.dims2()?,
+            Weight::Tiles(t) => (t.forward.dims().1, t.forward.dims().0),
+        };
         if w_in != inp {
             candle_core::bail!("frozen matmul: input width {inp}, weight [{out}, {w_in}]");
         }
         let mut y = vec![0f32; rows * out];
-        with_f32(&self.w, self.name(), |w| {
-            matmul_by_transposed(&mut y, x, w, rows, out, inp);
-            Ok(())
-        })?;
+        match &self.w {
+            Weight::Dense(w) => with_f32(w, self.name(), |w| {
+                matmul_by_transposed(&mut y, x, w, rows, out, inp);
+                Ok(())
+            })?,
+            Weight::Tiles(t) => t.project(&mut y, x, rows),
+        }
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))
     }
 
-    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(grad_res.broadcast_matmul(&self.w)?))
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        match &self.w {
+            Weight::Dense(w) => Ok(Some(grad_res.broadcast_matmul(w)?)),
+            Weight::Tiles(t) => {
+                let (out, inp) = t.backward.dims();
+                let g = f32_values(grad_res)?;
+                let rows = g.len() / out.max(1);
+                let mut dx = vec![0f32; rows * inp];
+                t.project_back(&mut dx, &g, rows);
+                Tensor::from_vec(dx, arg.shape(), arg.device()).map(Some)
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::max_abs_diff;
     use candle_core::{Device, Var};
 
     #[test]
@@ -94,24 +184,50 @@ mod tests {
         let f = FrozenMatmul::new(&w).unwrap();
         let y = f.forward(x.as_tensor()).unwrap();
         let reference = x.as_tensor().matmul(&w.t().unwrap()).unwrap();
-        let diff = (y.clone() - &reference)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap();
-        assert!(diff.to_scalar::<f32>().unwrap() < 1e-5);
+        assert!(max_abs_diff(&y, &reference) < 1e-5);
         let grads = y.sum_all().unwrap().backward().unwrap();
         let gx = grads.get(x.as_tensor()).unwrap();
         let expect = Tensor::ones((4, 5), candle_core::DType::F32, &dev)
             .unwrap()
             .matmul(&w)
             .unwrap();
-        let d = (gx - expect).unwrap().abs().unwrap().max_all().unwrap();
-        assert!(d.to_scalar::<f32>().unwrap() < 1e-5);
+        assert!(max_abs_diff(gx, &expect) < 1e-5);
         assert!(
             grads.get(&w).is_none(),
             "no gradient may exist for the frozen weight"
         );
+    }
+
+    #[test]
+    fn tiles_agree_with_f32_within_bf16_rounding_in_both_passes() {
+        if !amx::available() {
+            assert!(
+                FrozenMatmul::tiled(&Tensor::zeros((2, 2), DType::F32, &Device::Cpu).unwrap())
+                    .is_err()
+            );
+            eprintln!("no AMX on this CPU: only the refusal is checked here");
+            return;
+        }
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (70, 96), &dev).unwrap();
+        let x = Var::randn(0f32, 1.0, (2, 19, 96), &dev).unwrap();
+        let up = Tensor::randn(0f32, 1.0, (2, 19, 70), &dev).unwrap();
+        let dense = FrozenMatmul::new(&w).unwrap();
+        let tiled = FrozenMatmul::tiled(&w).unwrap();
+        assert!(tiled.weight().is_none(), "the f32 weight is not kept");
+        assert_eq!(tiled.dims(), (70, 96));
+        let (a, b) = (
+            dense.forward(x.as_tensor()).unwrap(),
+            tiled.forward(x.as_tensor()).unwrap(),
+        );
+        // Two bf16 roundings over 96 products of N(0, 1) values.
+        let d = max_abs_diff(&a, &b);
+        assert!(d > 0.0 && d < 0.5, "forward differs by {d}");
+        let grad = |y: &Tensor| {
+            let g = (y * &up).unwrap().sum_all().unwrap().backward().unwrap();
+            g.get(x.as_tensor()).unwrap().clone()
+        };
+        let d = max_abs_diff(&grad(&a), &grad(&b));
+        assert!(d > 0.0 && d < 0.5, "input gradient differs by {d}");
     }
 }

@@ -12,11 +12,13 @@
 //! ever computed), [`attention::attention`] (causal, grouped-query, sliding
 //! window, memory linear in the sequence length) and
 //! [`lm_head::target_logprobs`] (the vocabulary projection and log-softmax,
-//! one block of logits at a time).
+//! one block of logits at a time). On CPUs with AMX, the frozen weights of a
+//! training run can be held as bf16 tiles ([`amx`]), as a GPU holds them.
 //!
 //! This crate must never touch the store or llama.cpp: it takes token ids with
 //! roles and returns numbers and files.
 
+pub mod amx;
 pub mod attention;
 mod cpu;
 pub mod data;

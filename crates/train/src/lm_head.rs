@@ -16,29 +16,59 @@ use gemm::gemm;
 use rayon::prelude::*;
 
 use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, parallelism, with_f32};
+use crate::frozen::{FrozenMatmul, Weight};
 use crate::portable;
 
 /// `log softmax(h · Wᵀ)[i, targets[i]]` for every row `i` of `h [n, e]`,
 /// with `W [vocab, e]` frozen, `block` rows of logits at a time.
 pub fn target_logprobs(h: &Tensor, w: &Tensor, targets: &[u32], block: usize) -> Result<Tensor> {
+    if portable::wanted(h) {
+        check(h, w.dims2()?, targets)?;
+        return portable::target_logprobs(h, w, targets, block);
+    }
+    head_logprobs(h, &Weight::Dense(w.detach().contiguous()?), targets, block)
+}
+
+/// [`target_logprobs`] for the head a [`FrozenMatmul`] holds, dense or tiled.
+pub fn frozen_target_logprobs(
+    h: &Tensor,
+    w: &FrozenMatmul,
+    targets: &[u32],
+    block: usize,
+) -> Result<Tensor> {
+    match w.weight() {
+        Some(dense) => target_logprobs(h, dense, targets, block),
+        None if portable::wanted(h) => candle_core::bail!(
+            "the portable ops need the f32 weights: load the model without bf16 tiles"
+        ),
+        None => head_logprobs(h, w.held(), targets, block),
+    }
+}
+
+fn check(h: &Tensor, (vocab, we): (usize, usize), targets: &[u32]) -> Result<()> {
     let (n, e) = h.dims2()?;
-    let (vocab, we) = w.dims2()?;
     if we != e || targets.len() != n {
         candle_core::bail!(
-            "lm head: h {:?}, weight {:?} and {} targets do not fit together",
+            "lm head: h {:?}, weight [{vocab}, {we}] and {} targets do not fit together",
             h.dims(),
-            w.dims(),
             targets.len()
         );
     }
     if let Some(t) = targets.iter().find(|&&t| t as usize >= vocab) {
         candle_core::bail!("lm head: target {t} is outside the vocabulary of {vocab}");
     }
-    if portable::wanted(h) {
-        return portable::target_logprobs(h, w, targets, block);
-    }
+    Ok(())
+}
+
+fn head_logprobs(h: &Tensor, w: &Weight, targets: &[u32], block: usize) -> Result<Tensor> {
+    let dims = match w {
+        Weight::Dense(w) => w.dims2()?,
+        Weight::Tiles(t) => (t.forward.dims().1, t.forward.dims().0),
+    };
+    check(h, dims, targets)?;
     let op = LmHead {
-        w: w.detach().contiguous()?,
+        w: w.clone(),
+        vocab: dims.0,
         targets: targets.to_vec(),
         block: block.max(1),
     };
@@ -46,7 +76,8 @@ pub fn target_logprobs(h: &Tensor, w: &Tensor, targets: &[u32], block: usize) ->
 }
 
 struct LmHead {
-    w: Tensor,
+    w: Weight,
+    vocab: usize,
     targets: Vec<u32>,
     block: usize,
 }
@@ -55,24 +86,61 @@ impl LmHead {
     /// Runs `f(first_row, logits)` on each block of rows' logits.
     fn for_blocks(
         &self,
-        w: &[f32],
         h: &[f32],
         e: usize,
         mut f: impl FnMut(usize, &mut [f32]) -> Result<()>,
     ) -> Result<()> {
-        let vocab = w.len() / e;
+        let vocab = self.vocab;
         let n = h.len() / e;
         let mut logits = vec![0f32; self.block.min(n) * vocab];
         for b0 in (0..n).step_by(self.block) {
             let m = self.block.min(n - b0);
-            matmul_by_transposed(&mut logits, &h[b0 * e..], w, m, vocab, e);
+            match &self.w {
+                Weight::Dense(w) => with_f32(w, self.name(), |w| {
+                    matmul_by_transposed(&mut logits, &h[b0 * e..], w, m, vocab, e);
+                    Ok(())
+                })?,
+                Weight::Tiles(t) => t.project(&mut logits, &h[b0 * e..(b0 + m) * e], m),
+            }
             f(b0, &mut logits[..m * vocab])?;
         }
         Ok(())
     }
 
-    fn vocab(&self) -> usize {
-        self.w.dims()[0]
+    /// `dst [m, e] = g [m, vocab] · W`.
+    fn back(&self, dst: &mut [f32], g: &[f32], m: usize, e: usize) -> Result<()> {
+        let vocab = self.vocab;
+        match &self.w {
+            Weight::Tiles(t) => t.project_back(dst, g, m),
+            Weight::Dense(w) => with_f32(w, self.name(), |w| {
+                // SAFETY: dst m×e, g m×vocab, w vocab×e, all row-major.
+                unsafe {
+                    gemm(
+                        m,
+                        e,
+                        vocab,
+                        dst.as_mut_ptr(),
+                        1,
+                        e as isize,
+                        false,
+                        g.as_ptr(),
+                        1,
+                        vocab as isize,
+                        w.as_ptr(),
+                        1,
+                        e as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        parallelism(),
+                    )
+                };
+                Ok(())
+            })?,
+        }
+        Ok(())
     }
 }
 
@@ -90,20 +158,18 @@ impl CustomOp1 for LmHead {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let h = f32_slice(storage, layout, self.name())?;
         let (n, e) = layout.shape().dims2()?;
-        let vocab = self.vocab();
+        let vocab = self.vocab;
         let mut out = vec![0f32; n];
-        with_f32(&self.w, self.name(), |w| {
-            self.for_blocks(w, h, e, |b0, logits| {
-                let rows = logits.len() / vocab;
-                out[b0..b0 + rows]
-                    .par_iter_mut()
-                    .zip(logits.par_chunks(vocab))
-                    .enumerate()
-                    .for_each(|(r, (o, row))| {
-                        *o = row[self.targets[b0 + r] as usize] - log_sum_exp(row);
-                    });
-                Ok(())
-            })
+        self.for_blocks(h, e, |b0, logits| {
+            let rows = logits.len() / vocab;
+            out[b0..b0 + rows]
+                .par_iter_mut()
+                .zip(logits.par_chunks(vocab))
+                .enumerate()
+                .for_each(|(r, (o, row))| {
+                    *o = row[self.targets[b0 + r] as usize] - log_sum_exp(row);
+                });
+            Ok(())
         })?;
         Ok((CpuStorage::F32(out), Shape::from(n)))
     }
@@ -112,50 +178,23 @@ impl CustomOp1 for LmHead {
         let h = f32_values(arg)?;
         let g = grad_res.contiguous()?.to_vec1::<f32>()?;
         let (n, e) = arg.dims2()?;
-        let vocab = self.vocab();
+        let vocab = self.vocab;
         let mut dh = vec![0f32; n * e];
-        with_f32(&self.w, self.name(), |w| {
-            self.for_blocks(w, &h, e, |b0, logits| {
-                let rows = logits.len() / vocab;
-                // d lp / d logits = g · (onehot(target) − softmax), in place.
-                logits
-                    .par_chunks_mut(vocab)
-                    .enumerate()
-                    .for_each(|(r, row)| {
-                        let i = b0 + r;
-                        let lse = log_sum_exp(row);
-                        for x in row.iter_mut() {
-                            *x = -g[i] * (*x - lse).exp();
-                        }
-                        row[self.targets[i] as usize] += g[i];
-                    });
-                // SAFETY: dh rows b0..b0+rows of width e, logits rows×vocab,
-                // w vocab×e.
-                unsafe {
-                    gemm(
-                        rows,
-                        e,
-                        vocab,
-                        dh.as_mut_ptr().add(b0 * e),
-                        1,
-                        e as isize,
-                        false,
-                        logits.as_ptr(),
-                        1,
-                        vocab as isize,
-                        w.as_ptr(),
-                        1,
-                        e as isize,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        parallelism(),
-                    )
-                };
-                Ok(())
-            })
+        self.for_blocks(&h, e, |b0, logits| {
+            let rows = logits.len() / vocab;
+            // d lp / d logits = g · (onehot(target) − softmax), in place.
+            logits
+                .par_chunks_mut(vocab)
+                .enumerate()
+                .for_each(|(r, row)| {
+                    let i = b0 + r;
+                    let lse = log_sum_exp(row);
+                    for x in row.iter_mut() {
+                        *x = -g[i] * (*x - lse).exp();
+                    }
+                    row[self.targets[i] as usize] += g[i];
+                });
+            self.back(&mut dh[b0 * e..(b0 + rows) * e], logits, rows, e)
         })?;
         Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?))
     }

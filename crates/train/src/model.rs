@@ -12,7 +12,7 @@ use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
 use crate::glu::silu_mul;
 use crate::hparams::{Family, Hparams};
-use crate::lm_head::target_logprobs;
+use crate::lm_head::frozen_target_logprobs;
 use crate::lora::Lora;
 use crate::ops;
 
@@ -56,6 +56,32 @@ impl Model {
     /// Reads every tensor of `path`, dequantizes it on the CPU (exactly, for
     /// every GGUF type candle reads) and moves it to `device`.
     pub fn load_on(path: &Path, device: &Device) -> Result<Model, TrainError> {
+        Model::load_with(path, device, false)
+    }
+
+    /// The model as a training run wants it on `cfg.device`: with
+    /// `cfg.cpu_bf16` on a CPU that has AMX, the frozen projections and the
+    /// LM head as bf16 tiles ([`FrozenMatmul::tiled`]); as
+    /// [`Model::load_on`] everywhere else.
+    pub fn load_for_training(path: &Path, cfg: &crate::TrainConfig) -> Result<Model, TrainError> {
+        let device = cfg.device.open()?;
+        let tiles = cfg.cpu_bf16 && device.is_cpu() && crate::amx::available();
+        Model::load_with(path, &device, tiles)
+    }
+
+    /// Whether the frozen weights are held as bf16 tiles.
+    pub fn tiled(&self) -> bool {
+        self.output.weight().is_none()
+    }
+
+    fn load_with(path: &Path, device: &Device, tiles: bool) -> Result<Model, TrainError> {
+        let frozen = |w: &Tensor| {
+            if tiles {
+                FrozenMatmul::tiled(w)
+            } else {
+                FrozenMatmul::new(w)
+            }
+        };
         let device = device.clone();
         let bad = |reason: String| TrainError::Model {
             path: path.to_path_buf(),
@@ -103,9 +129,7 @@ impl Model {
             let post_ffn_norm = opt("post_ffw_norm.weight")?;
             let attn_norm = get(&n("attn_norm.weight"))?;
             let ffn_norm = get(&n("ffn_norm.weight"))?;
-            let mut w = |s: &str| -> Result<FrozenMatmul, TrainError> {
-                Ok(FrozenMatmul::new(&get(&n(s))?)?)
-            };
+            let mut w = |s: &str| -> Result<FrozenMatmul, TrainError> { Ok(frozen(&get(&n(s))?)?) };
             layers.push(Layer {
                 attn_norm,
                 q: w("attn_q.weight")?,
@@ -129,7 +153,7 @@ impl Model {
             hp,
             path: path.to_path_buf(),
             device: device.clone(),
-            output: FrozenMatmul::new(&output)?,
+            output: frozen(&output)?,
             embed,
             output_norm,
             layers,
@@ -150,7 +174,7 @@ impl Model {
                 ("ffn_down", &l.down),
             ] {
                 if stems.iter().any(|s| s == stem) {
-                    let (o, n) = w.weight().dims2().expect("2-D weight");
+                    let (o, n) = w.dims();
                     out.push((format!("blk.{i}.{stem}.weight"), o, n));
                 }
             }
@@ -173,7 +197,7 @@ impl Model {
             "ffn_down.weight" => &l.down,
             _ => return None,
         };
-        Some(w.weight())
+        w.weight()
     }
 
     fn linear(
@@ -352,7 +376,7 @@ impl Model {
             Some(s) if s.contains(&false) => runs(s),
             _ => {
                 let h = ops::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
-                return target_logprobs(&h, self.output.weight(), &targets, chunk);
+                return frozen_target_logprobs(&h, &self.output, &targets, chunk);
             }
         };
         if runs.is_empty() {
@@ -369,7 +393,7 @@ impl Model {
             .iter()
             .flat_map(|&(a, n)| targets[a..a + n].iter().copied())
             .collect();
-        let lp = target_logprobs(&kept, self.output.weight(), &kept_targets, chunk)?;
+        let lp = frozen_target_logprobs(&kept, &self.output, &kept_targets, chunk)?;
         let mut parts = Vec::with_capacity(2 * runs.len() + 1);
         let (mut at, mut k) = (0, 0);
         for &(a, n) in &runs {

@@ -63,6 +63,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         recompute: true,
         recompute_above: 0,
         device: reverie_train::DeviceChoice::Cpu,
+        cpu_bf16: false,
     }
 }
 
@@ -436,4 +437,48 @@ fn the_lm_head_skips_positions_no_loss_reads_and_nothing_changes() {
             );
         }
     }
+}
+
+#[test]
+fn bf16_tiles_score_within_rounding_of_f32_and_still_learn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = model(dir.path(), Arch::Qwen2);
+    let cfg = TrainConfig {
+        cpu_bf16: true,
+        ..small_cfg(2e-2, 1)
+    };
+    let tiled = Model::load_for_training(&path, &cfg).unwrap();
+    let exact = Model::load(&path).unwrap();
+    assert!(!exact.tiled(), "a plain load keeps f32");
+    if !reverie_train::amx::available() {
+        assert!(!tiled.tiled(), "without AMX a training run keeps f32");
+        eprintln!("no AMX on this CPU: only the fallback is checked here");
+        return;
+    }
+    assert!(tiled.tiled());
+    let ids = [3, 300, 301, 302, 4, 3, 290];
+    let lp = |m: &Model, lora: Option<&reverie_train::Lora>| {
+        m.token_logprobs(&ids, lora, 8)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    let (a, b) = (lp(&exact, None), lp(&tiled, None));
+    let gap = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(
+        gap > 0.0 && gap < 0.05,
+        "bf16 log-probs differ from f32 by {gap}"
+    );
+    let mut t = Trainer::new(&tiled, vec![seq(&ids, 6, 2.0); 30], cfg).unwrap();
+    let before = *lp(&tiled, Some(&t.lora)).last().unwrap();
+    t.run(None, &mut |_| {}).unwrap();
+    let after = *lp(&tiled, Some(&t.lora)).last().unwrap();
+    assert!(
+        after > before + 0.5,
+        "positive advantage on bf16 tiles: {before} -> {after}"
+    );
 }

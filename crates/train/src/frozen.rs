@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 use crate::amx::{self, Packed};
-use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, with_f32};
+use crate::cpu::{add_matmul_by_transposed, f32_slice, f32_values, matmul_by_transposed, with_f32};
 use crate::portable;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
@@ -121,6 +121,74 @@ impl FrozenMatmul {
         }
         x.contiguous()?.apply_op1_arc(self.op.clone())
     }
+
+    /// `x · Wᵀ + scale · (x · Aᵀ) · Bᵀ`: the projection with a LoRA
+    /// adapter (`A [r, in]`, `B [out, r]`), one graph node on the CPU; `x`,
+    /// `A` and `B` get gradients.
+    pub fn forward_adapted(
+        &self,
+        x: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        scale: f64,
+    ) -> Result<Tensor> {
+        if portable::wanted(x) {
+            let h = (x.broadcast_matmul(&a.t()?)? * scale)?;
+            return self.forward(x)? + h.broadcast_matmul(&b.t()?)?;
+        }
+        x.contiguous()?.apply_op3(
+            &a.contiguous()?,
+            &b.contiguous()?,
+            Adapted {
+                w: self.weight.clone(),
+                scale: scale as f32,
+            },
+        )
+    }
+}
+
+impl Weight {
+    /// `(out, in)`.
+    fn dims(&self) -> Result<(usize, usize)> {
+        match self {
+            Weight::Dense(w) => w.dims2(),
+            Weight::Tiles(t) => Ok((t.forward.dims().1, t.forward.dims().0)),
+        }
+    }
+
+    /// `y [rows, out] = x [rows, in] · Wᵀ`.
+    fn project(&self, y: &mut [f32], x: &[f32], rows: usize) -> Result<()> {
+        let (out, inp) = self.dims()?;
+        match self {
+            Weight::Dense(w) => with_f32(w, "frozen matmul", |w| {
+                matmul_by_transposed(y, x, w, rows, out, inp);
+                Ok(())
+            }),
+            Weight::Tiles(t) => {
+                t.project(y, x, rows);
+                Ok(())
+            }
+        }
+    }
+
+    /// `g [.., out] · W`, shaped `[.., in]`.
+    fn project_back(&self, g: &Tensor) -> Result<Tensor> {
+        match self {
+            Weight::Dense(w) => g.broadcast_matmul(w),
+            Weight::Tiles(t) => {
+                let (out, inp) = t.backward.dims();
+                let mut shape = g.dims().to_vec();
+                if let Some(last) = shape.last_mut() {
+                    *last = inp;
+                }
+                let g = f32_values(g)?;
+                let rows = g.len() / out.max(1);
+                let mut dx = vec![0f32; rows * inp];
+                t.project_back(&mut dx, &g, rows);
+                Tensor::from_vec(dx, shape, &candle_core::Device::Cpu)
+            }
+        }
+    }
 }
 
 impl CustomOp1 for Op {
@@ -135,45 +203,99 @@ impl CustomOp1 for Op {
             Some((last, rest)) => (last, rest.iter().product::<usize>()),
             None => candle_core::bail!("frozen matmul needs at least one dimension"),
         };
-        let (out, w_in) = match &self.w {
-            Weight::Dense(w) => w.dims2()?,
-            Weight::Tiles(t) => (t.forward.dims().1, t.forward.dims().0),
-        };
+        let (out, w_in) = self.w.dims()?;
         if w_in != inp {
             candle_core::bail!("frozen matmul: input width {inp}, weight [{out}, {w_in}]");
         }
         let mut y = vec![0f32; rows * out];
-        match &self.w {
-            Weight::Dense(w) => with_f32(w, self.name(), |w| {
-                matmul_by_transposed(&mut y, x, w, rows, out, inp);
-                Ok(())
-            })?,
-            Weight::Tiles(t) => t.project(&mut y, x, rows),
-        }
+        self.w.project(&mut y, x, rows)?;
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))
     }
 
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        match &self.w {
-            Weight::Dense(w) => Ok(Some(grad_res.broadcast_matmul(w)?)),
-            Weight::Tiles(t) => {
-                let (out, inp) = t.backward.dims();
-                let g = f32_values(grad_res)?;
-                let rows = g.len() / out.max(1);
-                let mut dx = vec![0f32; rows * inp];
-                t.project_back(&mut dx, &g, rows);
-                Tensor::from_vec(dx, arg.shape(), arg.device()).map(Some)
-            }
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        self.w.project_back(grad_res).map(Some)
+    }
+}
+
+/// The projection plus its adapter as one op.
+struct Adapted {
+    w: Weight,
+    scale: f32,
+}
+
+impl CustomOp3 for Adapted {
+    fn name(&self) -> &'static str {
+        "adapted-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        a_s: &CpuStorage,
+        al: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(xs, xl, self.name())?;
+        let (a, b) = (
+            f32_slice(a_s, al, self.name())?,
+            f32_slice(bs, bl, self.name())?,
+        );
+        let dims = xl.shape().dims();
+        let inp = dims.last().copied().unwrap_or(0);
+        let rows = x.len() / inp.max(1);
+        let (out, w_in) = self.w.dims()?;
+        let ((r, a_in), (b_out, b_r)) = (al.shape().dims2()?, bl.shape().dims2()?);
+        if w_in != inp || a_in != inp || b_out != out || b_r != r {
+            candle_core::bail!(
+                "adapted matmul: input {dims:?}, weight [{out}, {w_in}], A [{r}, {a_in}], B [{b_out}, {b_r}]"
+            );
         }
+        let mut y = vec![0f32; rows * out];
+        self.w.project(&mut y, x, rows)?;
+        // Scaled at rank width: `[rows, r]` values, not `[rows, out]`.
+        let mut h = vec![0f32; rows * r];
+        matmul_by_transposed(&mut h, x, a, rows, r, inp);
+        h.iter_mut().for_each(|v| *v *= self.scale);
+        add_matmul_by_transposed(&mut y, &h, b, rows, out, r);
+        let mut shape = dims.to_vec();
+        *shape.last_mut().expect("checked above") = out;
+        Ok((CpuStorage::F32(y), Shape::from(shape)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        // Untracked copies of the arguments: a gradient computed from the
+        // variables themselves would carry a graph that keeps every
+        // upstream gradient alive until the whole backward pass ends.
+        let (x, a, b) = (x.detach(), a.detach(), b.detach());
+        let (a, b) = (&a, &b);
+        let (out, inp) = (b.dim(0)?, a.dim(1)?);
+        let rows = x.elem_count() / inp.max(1);
+        let (x2, g) = (x.reshape((rows, inp))?, grad.reshape((rows, out))?);
+        let s = self.scale as f64;
+        // dy/dx = W + s·B·A; dA = s·(g·B)ᵀ·x; dB = s·gᵀ·(x·Aᵀ).
+        let gb = (g.matmul(b)? * s)?;
+        let dx = (self.w.project_back(&g)? + gb.matmul(a)?)?;
+        let da = gb.t()?.matmul(&x2)?;
+        let db = (g.t()?.matmul(&x2.matmul(&a.t()?)?)? * s)?;
+        Ok((Some(dx.reshape(x.shape())?), Some(da), Some(db)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::max_abs_diff;
+    use crate::cpu::{max_abs_diff, pull_back};
     use candle_core::{Device, Var};
 
     #[test]
@@ -229,5 +351,44 @@ mod tests {
         };
         let d = max_abs_diff(&grad(&a), &grad(&b));
         assert!(d > 0.0 && d < 0.5, "input gradient differs by {d}");
+    }
+
+    #[test]
+    fn an_adapted_projection_matches_its_composition_and_gradients() {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (70, 96), &dev).unwrap();
+        let x = Var::randn(0f32, 1.0, (2, 19, 96), &dev).unwrap();
+        let a = Var::randn(0f32, 0.1, (4, 96), &dev).unwrap();
+        let b = Var::randn(0f32, 0.1, (70, 4), &dev).unwrap();
+        let up = Tensor::randn(0f32, 1.0, (2, 19, 70), &dev).unwrap();
+        let mut kinds = vec![(FrozenMatmul::new(&w).unwrap(), 1e-4)];
+        if amx::available() {
+            // bf16 rounding of x and W in the frozen part.
+            kinds.push((FrozenMatmul::tiled(&w).unwrap(), 0.5));
+        }
+        for (f, tol) in kinds {
+            let ours = f
+                .forward_adapted(x.as_tensor(), a.as_tensor(), b.as_tensor(), 2.0)
+                .unwrap();
+            let h = (x
+                .as_tensor()
+                .broadcast_matmul(&a.as_tensor().t().unwrap())
+                .unwrap()
+                * 2.0)
+                .unwrap();
+            let theirs = (x.as_tensor().broadcast_matmul(&w.t().unwrap()).unwrap()
+                + h.broadcast_matmul(&b.as_tensor().t().unwrap()).unwrap())
+            .unwrap();
+            assert!(max_abs_diff(&ours, &theirs) < tol, "forward");
+            let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
+            for (name, v) in [("x", &x), ("A", &a), ("B", &b)] {
+                let d = max_abs_diff(
+                    g1.get(v.as_tensor()).unwrap(),
+                    g2.get(v.as_tensor()).unwrap(),
+                );
+                assert!(d < tol * 10.0, "gradient of {name} differs by {d}");
+            }
+            assert!(g1.get(&w).is_none(), "no gradient for the frozen weight");
+        }
     }
 }

@@ -23,7 +23,7 @@ pub fn silu_mul(g: &Tensor, u: &Tensor) -> Result<Tensor> {
 }
 
 fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + crate::cpu::exp(-x))
 }
 
 /// Elements per task: small enough to balance the threads, large enough to

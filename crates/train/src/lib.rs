@@ -25,6 +25,7 @@ pub mod data;
 pub mod device;
 pub mod export;
 pub mod frozen;
+pub mod fused;
 pub mod glu;
 pub mod heap;
 pub mod hparams;

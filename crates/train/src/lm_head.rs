@@ -9,13 +9,15 @@
 //! block's logits (one `gemm`), turns them into `g · (onehot − softmax)` in
 //! place and multiplies back by the weight (a second `gemm`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use gemm::gemm;
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, f32_values, matmul_by_transposed, parallelism, with_f32};
+use crate::cpu::{
+    exp, f32_slice, f32_values, log_sum_exp, matmul_by_transposed, parallelism, with_f32,
+};
 use crate::frozen::{FrozenMatmul, Weight};
 use crate::portable;
 
@@ -71,6 +73,7 @@ fn head_logprobs(h: &Tensor, w: &Weight, targets: &[u32], block: usize) -> Resul
         vocab: dims.0,
         targets: targets.to_vec(),
         block: block.max(1),
+        lse: Mutex::new(Vec::new()),
     };
     h.contiguous()?.apply_op1_arc(Arc::new(Box::new(op)))
 }
@@ -80,6 +83,8 @@ struct LmHead {
     vocab: usize,
     targets: Vec<u32>,
     block: usize,
+    /// Each row's log-sum-exp from the forward pass, for the backward pass.
+    lse: Mutex<Vec<f32>>,
 }
 
 impl LmHead {
@@ -144,12 +149,6 @@ impl LmHead {
     }
 }
 
-/// `(max, log Σ exp(x − max))` of a row.
-fn log_sum_exp(row: &[f32]) -> f32 {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    max + row.iter().map(|x| (x - max).exp()).sum::<f32>().ln()
-}
-
 impl CustomOp1 for LmHead {
     fn name(&self) -> &'static str {
         "lm-head-logprobs"
@@ -160,17 +159,21 @@ impl CustomOp1 for LmHead {
         let (n, e) = layout.shape().dims2()?;
         let vocab = self.vocab;
         let mut out = vec![0f32; n];
+        let mut lses = vec![0f32; n];
         self.for_blocks(h, e, |b0, logits| {
             let rows = logits.len() / vocab;
             out[b0..b0 + rows]
                 .par_iter_mut()
+                .zip(&mut lses[b0..b0 + rows])
                 .zip(logits.par_chunks(vocab))
                 .enumerate()
-                .for_each(|(r, (o, row))| {
-                    *o = row[self.targets[b0 + r] as usize] - log_sum_exp(row);
+                .for_each(|(r, ((o, lse), row))| {
+                    *lse = log_sum_exp(row);
+                    *o = row[self.targets[b0 + r] as usize] - *lse;
                 });
             Ok(())
         })?;
+        *self.lse.lock().unwrap_or_else(|p| p.into_inner()) = lses;
         Ok((CpuStorage::F32(out), Shape::from(n)))
     }
 
@@ -180,6 +183,7 @@ impl CustomOp1 for LmHead {
         let (n, e) = arg.dims2()?;
         let vocab = self.vocab;
         let mut dh = vec![0f32; n * e];
+        let saved = std::mem::take(&mut *self.lse.lock().unwrap_or_else(|p| p.into_inner()));
         self.for_blocks(&h, e, |b0, logits| {
             let rows = logits.len() / vocab;
             // d lp / d logits = g · (onehot(target) − softmax), in place.
@@ -188,9 +192,9 @@ impl CustomOp1 for LmHead {
                 .enumerate()
                 .for_each(|(r, row)| {
                     let i = b0 + r;
-                    let lse = log_sum_exp(row);
+                    let lse = saved.get(i).copied().unwrap_or_else(|| log_sum_exp(row));
                     for x in row.iter_mut() {
-                        *x = -g[i] * (*x - lse).exp();
+                        *x = -g[i] * exp(*x - lse);
                     }
                     row[self.targets[i] as usize] += g[i];
                 });

@@ -107,8 +107,9 @@ impl Lora {
         match self.adapters.get(name) {
             None => Ok(None),
             Some(ad) => {
-                let h = x.matmul(&ad.a.as_tensor().t()?)?;
-                Ok(Some((h.matmul(&ad.b.as_tensor().t()?)? * self.scale())?))
+                // Scaled at rank width: `[t, r]` values, not `[t, out]`.
+                let h = (x.matmul(&ad.a.as_tensor().t()?)? * self.scale())?;
+                Ok(Some(h.matmul(&ad.b.as_tensor().t()?)?))
             }
         }
     }

@@ -10,6 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use crate::attention::attention;
 use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
+use crate::fused;
 use crate::glu::silu_mul;
 use crate::hparams::{Family, Hparams};
 use crate::lm_head::frozen_target_logprobs;
@@ -208,14 +209,15 @@ impl Model {
         name: &str,
         lora: Option<&Lora>,
     ) -> candle_core::Result<Tensor> {
-        let mut y = w.forward(x)?;
-        if let Some(b) = bias {
-            y = y.broadcast_add(b)?;
+        let adapter = lora.and_then(|l| l.adapters.get(name).map(|ad| (l.scale(), ad)));
+        let y = match adapter {
+            Some((scale, ad)) => w.forward_adapted(x, ad.a.as_tensor(), ad.b.as_tensor(), scale)?,
+            None => w.forward(x)?,
+        };
+        match bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
         }
-        if let Some(d) = lora.map(|l| l.delta(name, x)).transpose()?.flatten() {
-            y = (y + d)?;
-        }
-        Ok(y)
     }
 
     /// Token embeddings `[t, n_embd]` (scaled for gemma).
@@ -265,7 +267,7 @@ impl Model {
         let scale = 1.0 / (hp.head_dim as f64).sqrt();
         let name = |s: &str| format!("blk.{il}.{s}.weight");
         let swa = hp.is_swa(il);
-        let x = ops::rms_norm(h, &l.attn_norm, hp.eps)?;
+        let x = fused::rms_norm(h, &l.attn_norm, hp.eps)?;
         let q = self.linear(&x, &l.q, l.q_bias.as_ref(), &name("attn_q"), lora)?;
         let k = self.linear(&x, &l.k, l.k_bias.as_ref(), &name("attn_k"), lora)?;
         let v = self.linear(&x, &l.v, l.v_bias.as_ref(), &name("attn_v"), lora)?;
@@ -273,26 +275,26 @@ impl Model {
         let mut k = k.reshape((t, hp.n_head_kv, hp.head_dim))?;
         let v = v.reshape((t, hp.n_head_kv, hp.head_dim))?;
         if let Some(n) = &l.q_norm {
-            q = ops::rms_norm(&q, n, hp.eps)?;
+            q = fused::rms_norm(&q, n, hp.eps)?;
         }
         if let Some(n) = &l.k_norm {
-            k = ops::rms_norm(&k, n, hp.eps)?;
+            k = fused::rms_norm(&k, n, hp.eps)?;
         }
         let (c, s) = if swa {
             (&pos.cos_swa, &pos.sin_swa)
         } else {
             (&pos.cos, &pos.sin)
         };
-        let q = ops::rope(&q, c, s, hp.interleaved_rope())?;
-        let k = ops::rope(&k, c, s, hp.interleaved_rope())?;
+        let q = fused::rope(&q, c, s, hp.interleaved_rope())?;
+        let k = fused::rope(&k, c, s, hp.interleaved_rope())?;
         let window = if swa { hp.sliding_window } else { None };
         let attn = attention(&q, &k, &v, window, scale)?.reshape((t, hp.n_head * hp.head_dim))?;
         let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
         if let Some(n) = &l.post_attn_norm {
-            o = ops::rms_norm(&o, n, hp.eps)?;
+            o = fused::rms_norm(&o, n, hp.eps)?;
         }
         let h = (h + o)?;
-        let x = ops::rms_norm(&h, &l.ffn_norm, hp.eps)?;
+        let x = fused::rms_norm(&h, &l.ffn_norm, hp.eps)?;
         let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
         let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
         let gated = if hp.family == Family::Gemma3 {
@@ -302,7 +304,7 @@ impl Model {
         };
         let mut d = self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?;
         if let Some(n) = &l.post_ffn_norm {
-            d = ops::rms_norm(&d, n, hp.eps)?;
+            d = fused::rms_norm(&d, n, hp.eps)?;
         }
         h + d
     }
@@ -314,7 +316,7 @@ impl Model {
         for il in 0..self.layers.len() {
             h = self.layer(il, &h, &pos, lora)?;
         }
-        ops::rms_norm(&h, &self.output_norm, self.hp.eps)
+        fused::rms_norm(&h, &self.output_norm, self.hp.eps)
     }
 
     /// Logits `[t, n_vocab]` after each position.
@@ -375,7 +377,7 @@ impl Model {
             }
             Some(s) if s.contains(&false) => runs(s),
             _ => {
-                let h = ops::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
+                let h = fused::rms_norm(&h.narrow(0, 0, t - 1)?, &self.output_norm, self.hp.eps)?;
                 return frozen_target_logprobs(&h, &self.output, &targets, chunk);
             }
         };
@@ -388,7 +390,7 @@ impl Model {
             .iter()
             .map(|&(a, n)| h.narrow(0, a, n))
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let kept = ops::rms_norm(&Tensor::cat(&kept, 0)?, &self.output_norm, self.hp.eps)?;
+        let kept = fused::rms_norm(&Tensor::cat(&kept, 0)?, &self.output_norm, self.hp.eps)?;
         let kept_targets: Vec<u32> = runs
             .iter()
             .flat_map(|&(a, n)| targets[a..a + n].iter().copied())

@@ -138,6 +138,14 @@ struct Out(*mut f32);
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
+impl Out {
+    /// The element `i` places in; a method, so closures capture the whole
+    /// (`Send`) wrapper rather than its raw pointer.
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
 /// `dst [m, n] = a [m, k] · B`, all row-major; `a` is rounded to bf16.
 /// Panics unless [`available`] (callers check once and keep f32 otherwise).
 pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
@@ -171,7 +179,6 @@ pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
     // of `A` in L2 together.
     let per_task = 2;
     (0..pairs.div_ceil(per_task)).into_par_iter().for_each(|t| {
-        let out = out;
         let cfg = TileConfig::new();
         // SAFETY: the CPU has AMX and the process holds the tile state
         // (checked above); the config sets every tile this code uses.
@@ -189,14 +196,14 @@ pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
                 // its stride: inside `dst` when whole, `scratch` otherwise.
                 unsafe {
                     if whole {
-                        block(a0, kp, b0, b1, steps, out.0.add(r0 * n + c0), n);
+                        block(a0, kp, b0, b1, steps, out.at(r0 * n + c0), n);
                     } else {
                         block(a0, kp, b0, b1, steps, scratch.as_mut_ptr(), BLOCK);
                         for r in 0..BLOCK.min(m - r0) {
                             let w = BLOCK.min(n - c0);
                             std::ptr::copy_nonoverlapping(
                                 scratch[r * BLOCK..].as_ptr(),
-                                out.0.add((r0 + r) * n + c0),
+                                out.at((r0 + r) * n + c0),
                                 w,
                             );
                         }

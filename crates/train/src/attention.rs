@@ -224,7 +224,7 @@ fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>)
                     }
                     let mut sum = 0f32;
                     for x in row.iter_mut() {
-                        *x = crate::cpu::exp(*x - max);
+                        *x = (*x - max).exp();
                         sum += *x;
                     }
                     let inv = 1.0 / sum;
@@ -300,7 +300,7 @@ fn backward(
                     let l = lse[h * t + i];
                     for (jj, x) in p[r * n..(r + 1) * n].iter_mut().enumerate() {
                         *x = if dims.visible(i, lo + jj) {
-                            crate::cpu::exp(*x - l)
+                            (*x - l).exp()
                         } else {
                             0.0
                         };

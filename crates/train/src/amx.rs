@@ -364,24 +364,20 @@ mod tests {
             let a = values(m * k, 1 + m as u32);
             let w = values(n * k, 7 + n as u32);
             let want = reference(&a, &w, m, n, k);
-            let mut got = vec![f32::NAN; m * n];
-            matmul(&mut got, &a, m, &Packed::transposed(&w, n, k));
-            let err = got
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (g - w).abs())
-                .fold(0f32, f32::max);
-            assert!(err < 1e-3 * k as f32, "{m}×{n}×{k} forward: error {err}");
+            let check = |packed: Packed, layout: &str| {
+                let mut got = vec![f32::NAN; m * n];
+                matmul(&mut got, &a, m, &packed);
+                let err = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(g, w)| (g - w).abs())
+                    .fold(0f32, f32::max);
+                assert!(err < 1e-3 * k as f32, "{m}×{n}×{k} {layout}: error {err}");
+            };
+            check(Packed::transposed(&w, n, k), "transposed");
             // The same product through the plain layout of Wᵀ [k, n].
             let wt: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
-            let mut got = vec![f32::NAN; m * n];
-            matmul(&mut got, &a, m, &Packed::plain(&wt, k, n));
-            let err = got
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (g - w).abs())
-                .fold(0f32, f32::max);
-            assert!(err < 1e-3 * k as f32, "{m}×{n}×{k} plain: error {err}");
+            check(Packed::plain(&wt, k, n), "plain");
         }
     }
 }

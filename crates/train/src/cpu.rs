@@ -103,19 +103,9 @@ pub(crate) fn matmul_by_transposed(
     gemm_by_transposed(dst, x, w, (m, n, k), false)
 }
 
-/// [`matmul_by_transposed`], added to what `dst` holds.
-pub(crate) fn add_matmul_by_transposed(
-    dst: &mut [f32],
-    x: &[f32],
-    w: &[f32],
-    m: usize,
-    n: usize,
-    k: usize,
-) {
-    gemm_by_transposed(dst, x, w, (m, n, k), true)
-}
-
-fn gemm_by_transposed(
+/// [`matmul_by_transposed`]; with `add`, the product is added to what
+/// `dst` holds.
+pub(crate) fn gemm_by_transposed(
     dst: &mut [f32],
     x: &[f32],
     w: &[f32],

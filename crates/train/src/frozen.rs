@@ -7,7 +7,7 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 use crate::amx::{self, Packed};
-use crate::cpu::{add_matmul_by_transposed, f32_slice, f32_values, matmul_by_transposed, with_f32};
+use crate::cpu::{f32_slice, f32_values, gemm_by_transposed, matmul_by_transposed, with_f32};
 use crate::portable;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
@@ -260,7 +260,7 @@ impl CustomOp3 for Adapted {
         let mut h = vec![0f32; rows * r];
         matmul_by_transposed(&mut h, x, a, rows, r, inp);
         h.iter_mut().for_each(|v| *v *= self.scale);
-        add_matmul_by_transposed(&mut y, &h, b, rows, out, r);
+        gemm_by_transposed(&mut y, &h, b, (rows, out, r), true);
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))

@@ -90,6 +90,36 @@ pub(crate) fn parallelism() -> Parallelism {
     }
 }
 
+/// `dst[m, n] = x[m, k] · w[k, n]`, all row-major and contiguous, on every
+/// thread.
+pub(crate) fn matmul(dst: &mut [f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) {
+    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= k * n);
+    // SAFETY: the assert above bounds every index the strides reach.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            x.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            1,
+            n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism(),
+        )
+    }
+}
+
 /// `dst[m, n] = x[m, k] · w[n, k]ᵀ`, all row-major and contiguous, on every
 /// thread: a projection by a weight stored as GGUF stores it.
 pub(crate) fn matmul_by_transposed(

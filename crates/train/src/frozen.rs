@@ -7,7 +7,9 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 use crate::amx::{self, Packed};
-use crate::cpu::{f32_slice, f32_values, gemm_by_transposed, matmul_by_transposed, with_f32};
+use crate::cpu::{
+    f32_slice, f32_values, gemm_by_transposed, matmul, matmul_by_transposed, with_f32,
+};
 use crate::portable;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
@@ -33,16 +35,6 @@ impl Tiles {
             forward: Packed::transposed(w, out, inp),
             backward: Packed::plain(w, out, inp),
         }
-    }
-
-    /// `x [rows, in] · Wᵀ`.
-    pub(crate) fn project(&self, dst: &mut [f32], x: &[f32], rows: usize) {
-        amx::matmul(dst, x, rows, &self.forward)
-    }
-
-    /// `g [rows, out] · W`.
-    pub(crate) fn project_back(&self, dst: &mut [f32], g: &[f32], rows: usize) {
-        amx::matmul(dst, g, rows, &self.backward)
     }
 }
 
@@ -149,7 +141,7 @@ impl FrozenMatmul {
 
 impl Weight {
     /// `(out, in)`.
-    fn dims(&self) -> Result<(usize, usize)> {
+    pub(crate) fn dims(&self) -> Result<(usize, usize)> {
         match self {
             Weight::Dense(w) => w.dims2(),
             Weight::Tiles(t) => Ok((t.forward.dims().1, t.forward.dims().0)),
@@ -157,7 +149,7 @@ impl Weight {
     }
 
     /// `y [rows, out] = x [rows, in] · Wᵀ`.
-    fn project(&self, y: &mut [f32], x: &[f32], rows: usize) -> Result<()> {
+    pub(crate) fn project(&self, y: &mut [f32], x: &[f32], rows: usize) -> Result<()> {
         let (out, inp) = self.dims()?;
         match self {
             Weight::Dense(w) => with_f32(w, "frozen matmul", |w| {
@@ -165,7 +157,22 @@ impl Weight {
                 Ok(())
             }),
             Weight::Tiles(t) => {
-                t.project(y, x, rows);
+                amx::matmul(y, x, rows, &t.forward);
+                Ok(())
+            }
+        }
+    }
+
+    /// `dx [rows, in] = g [rows, out] · W`.
+    pub(crate) fn project_back_into(&self, dx: &mut [f32], g: &[f32], rows: usize) -> Result<()> {
+        let (out, inp) = self.dims()?;
+        match self {
+            Weight::Dense(w) => with_f32(w, "frozen matmul", |w| {
+                matmul(dx, g, w, rows, inp, out);
+                Ok(())
+            }),
+            Weight::Tiles(t) => {
+                amx::matmul(dx, g, rows, &t.backward);
                 Ok(())
             }
         }
@@ -175,8 +182,8 @@ impl Weight {
     fn project_back(&self, g: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Dense(w) => g.broadcast_matmul(w),
-            Weight::Tiles(t) => {
-                let (out, inp) = t.backward.dims();
+            Weight::Tiles(_) => {
+                let (out, inp) = self.dims()?;
                 let mut shape = g.dims().to_vec();
                 if let Some(last) = shape.last_mut() {
                     *last = inp;
@@ -184,7 +191,7 @@ impl Weight {
                 let g = f32_values(g)?;
                 let rows = g.len() / out.max(1);
                 let mut dx = vec![0f32; rows * inp];
-                t.project_back(&mut dx, &g, rows);
+                self.project_back_into(&mut dx, &g, rows)?;
                 Tensor::from_vec(dx, shape, &candle_core::Device::Cpu)
             }
         }

@@ -12,12 +12,9 @@
 use std::sync::{Arc, Mutex};
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
-use gemm::gemm;
 use rayon::prelude::*;
 
-use crate::cpu::{
-    exp, f32_slice, f32_values, log_sum_exp, matmul_by_transposed, parallelism, with_f32,
-};
+use crate::cpu::{exp, f32_slice, f32_values, log_sum_exp};
 use crate::frozen::{FrozenMatmul, Weight};
 use crate::portable;
 
@@ -63,10 +60,7 @@ fn check(h: &Tensor, (vocab, we): (usize, usize), targets: &[u32]) -> Result<()>
 }
 
 fn head_logprobs(h: &Tensor, w: &Weight, targets: &[u32], block: usize) -> Result<Tensor> {
-    let dims = match w {
-        Weight::Dense(w) => w.dims2()?,
-        Weight::Tiles(t) => (t.forward.dims().1, t.forward.dims().0),
-    };
+    let dims = w.dims()?;
     check(h, dims, targets)?;
     let op = LmHead {
         w: w.clone(),
@@ -100,50 +94,8 @@ impl LmHead {
         let mut logits = vec![0f32; self.block.min(n) * vocab];
         for b0 in (0..n).step_by(self.block) {
             let m = self.block.min(n - b0);
-            match &self.w {
-                Weight::Dense(w) => with_f32(w, self.name(), |w| {
-                    matmul_by_transposed(&mut logits, &h[b0 * e..], w, m, vocab, e);
-                    Ok(())
-                })?,
-                Weight::Tiles(t) => t.project(&mut logits, &h[b0 * e..(b0 + m) * e], m),
-            }
+            self.w.project(&mut logits, &h[b0 * e..(b0 + m) * e], m)?;
             f(b0, &mut logits[..m * vocab])?;
-        }
-        Ok(())
-    }
-
-    /// `dst [m, e] = g [m, vocab] · W`.
-    fn back(&self, dst: &mut [f32], g: &[f32], m: usize, e: usize) -> Result<()> {
-        let vocab = self.vocab;
-        match &self.w {
-            Weight::Tiles(t) => t.project_back(dst, g, m),
-            Weight::Dense(w) => with_f32(w, self.name(), |w| {
-                // SAFETY: dst m×e, g m×vocab, w vocab×e, all row-major.
-                unsafe {
-                    gemm(
-                        m,
-                        e,
-                        vocab,
-                        dst.as_mut_ptr(),
-                        1,
-                        e as isize,
-                        false,
-                        g.as_ptr(),
-                        1,
-                        vocab as isize,
-                        w.as_ptr(),
-                        1,
-                        e as isize,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        parallelism(),
-                    )
-                };
-                Ok(())
-            })?,
         }
         Ok(())
     }
@@ -198,7 +150,8 @@ impl CustomOp1 for LmHead {
                     }
                     row[self.targets[i] as usize] += g[i];
                 });
-            self.back(&mut dh[b0 * e..(b0 + rows) * e], logits, rows, e)
+            self.w
+                .project_back_into(&mut dh[b0 * e..(b0 + rows) * e], logits, rows)
         })?;
         Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?))
     }

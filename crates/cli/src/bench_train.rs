@@ -64,11 +64,23 @@ pub fn train_step(model: &Path, len: usize, warmup: usize, f32: bool) -> anyhow:
     for _ in 0..warmup {
         t.train_step()?;
     }
+    reverie_train::timing::take();
     let t0 = Instant::now();
     t.train_step()?;
     let dt = t0.elapsed().as_secs_f64();
+    // Where the measured step went, with REVERIE_OP_TIMES set.
+    let ops: serde_json::Map<String, serde_json::Value> = reverie_train::timing::take()
+        .into_iter()
+        .map(|(name, calls, s)| {
+            (
+                name.to_string(),
+                serde_json::json!({"calls": calls, "seconds": s}),
+            )
+        })
+        .collect();
     output::json(&serde_json::json!({
         "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+        "op_seconds": ops,
     }))?;
     Ok(ExitCode::SUCCESS)
 }

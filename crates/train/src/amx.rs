@@ -176,8 +176,14 @@ pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
     let out = Out(dst.as_mut_ptr());
     let pairs = np / BLOCK;
     // Two column blocks per task keep a task's `B` panel and one row block
-    // of `A` in L2 together.
-    let per_task = 2;
+    // of `A` in L2 together; a narrow `B` takes one, so that every thread
+    // gets a fair share of the tasks (7 tasks on 2 threads idle one an
+    // eighth of the time).
+    let per_task = if pairs >= 16 * rayon::current_num_threads() {
+        2
+    } else {
+        1
+    };
     (0..pairs.div_ceil(per_task)).into_par_iter().for_each(|t| {
         let cfg = TileConfig::new();
         // SAFETY: the CPU has AMX and the process holds the tile state

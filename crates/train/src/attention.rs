@@ -18,7 +18,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, f32_values};
+use crate::cpu::{f32_slice, held_f32};
 use crate::portable;
 
 /// Queries per block: scores for one block against `t` keys take
@@ -400,6 +400,7 @@ impl CustomOp3 for Attention {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("attention.fwd");
         let op = self.name();
         let (q, k, v) = (
             f32_slice(s1, l1, op)?,
@@ -419,18 +420,28 @@ impl CustomOp3 for Attention {
         res: &Tensor,
         grad_res: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (qv, kv, vv) = (f32_values(q)?, f32_values(k)?, f32_values(v)?);
+        let _t = crate::timing::span("attention.bwd");
+        // Read in place: the gradients come contiguous from the ops after
+        // this one, and a copy of each would cost as much as reading it.
+        let [q, k, v, res, grad_res] = [q, k, v, res, grad_res].map(Tensor::contiguous);
+        let (q, k, v, res, grad_res) = (q?, k?, v?, res?, grad_res?);
+        let held = [&q, &k, &v, &res, &grad_res].map(Tensor::storage_and_layout);
+        let (qv, kv, vv) = (
+            held_f32(&held[0])?,
+            held_f32(&held[1])?,
+            held_f32(&held[2])?,
+        );
         let lse = self.lse.lock().expect("attention lse lock").clone();
         let lse = if lse.len() == self.dims.heads * self.dims.t {
             lse
         } else {
-            forward(&self.dims, &qv, &kv, &vv).1
+            forward(&self.dims, qv, kv, vv).1
         };
         let (dq, dk, dv) = backward(
             &self.dims,
-            (&qv, &kv, &vv),
-            &f32_values(res)?,
-            &f32_values(grad_res)?,
+            (qv, kv, vv),
+            held_f32(&held[3])?,
+            held_f32(&held[4])?,
             &lse,
         );
         let dev = q.device();

@@ -16,13 +16,29 @@ pub(crate) fn f32_slice<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&
     Ok(&data[a..b])
 }
 
-/// Runs `f` on the values of `t`, a contiguous `f32` tensor on the CPU,
-/// without copying them.
+/// Runs `f` on the row-major values of `t`, an `f32` tensor on the CPU,
+/// without copying them unless `t` is a strided view.
 pub(crate) fn with_f32<R>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let t = if t.is_contiguous() {
+        t.clone()
+    } else {
+        t.contiguous()?
+    };
     let (storage, layout) = t.storage_and_layout();
     match (&*storage, layout.contiguous_offsets()) {
         (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => f(&v[a..b]),
         _ => candle_core::bail!("{op} expects a contiguous f32 tensor on the CPU"),
+    }
+}
+
+/// The values of a tensor's storage, read-locked by
+/// [`Tensor::storage_and_layout`]; the tensor must be contiguous.
+pub(crate) fn held_f32<'a, G: std::ops::Deref<Target = Storage>>(
+    (storage, layout): &'a (G, &Layout),
+) -> Result<&'a [f32]> {
+    match (&**storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => Ok(&v[a..b]),
+        _ => candle_core::bail!("expected a contiguous f32 tensor on the CPU"),
     }
 }
 
@@ -90,59 +106,33 @@ pub(crate) fn parallelism() -> Parallelism {
     }
 }
 
-/// `dst[m, n] = x[m, k] · w[k, n]`, all row-major and contiguous, on every
-/// thread.
-pub(crate) fn matmul(dst: &mut [f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) {
-    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= k * n);
-    // SAFETY: the assert above bounds every index the strides reach.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            x.as_ptr(),
-            1,
-            k as isize,
-            w.as_ptr(),
-            1,
-            n as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism(),
-        )
-    }
+/// How a row-major operand of a product is stored: as the matrix itself,
+/// or as its transpose (`[k, m]` for a left operand `[m, k]`).
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Stored {
+    AsIs,
+    Transposed,
 }
 
-/// `dst[m, n] = x[m, k] · w[n, k]ᵀ`, all row-major and contiguous, on every
-/// thread: a projection by a weight stored as GGUF stores it.
-pub(crate) fn matmul_by_transposed(
+/// `dst[m, n] = x[m, k] · w[k, n]` (with `add`, added to what `dst`
+/// holds), each operand row-major as `Stored` says, on every thread.
+pub(crate) fn gemm(
     dst: &mut [f32],
-    x: &[f32],
-    w: &[f32],
-    m: usize,
-    n: usize,
-    k: usize,
-) {
-    gemm_by_transposed(dst, x, w, (m, n, k), false)
-}
-
-/// [`matmul_by_transposed`]; with `add`, the product is added to what
-/// `dst` holds.
-pub(crate) fn gemm_by_transposed(
-    dst: &mut [f32],
-    x: &[f32],
-    w: &[f32],
     (m, n, k): (usize, usize, usize),
+    (x, xs): (&[f32], Stored),
+    (w, ws): (&[f32], Stored),
     add: bool,
 ) {
-    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= n * k);
+    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= k * n);
+    // Column and row strides of each operand.
+    let (x_cs, x_rs) = match xs {
+        Stored::AsIs => (1, k as isize),
+        Stored::Transposed => (m as isize, 1),
+    };
+    let (w_cs, w_rs) = match ws {
+        Stored::AsIs => (1, n as isize),
+        Stored::Transposed => (k as isize, 1),
+    };
     // SAFETY: the assert above bounds every index the strides reach.
     unsafe {
         gemm::gemm(
@@ -154,11 +144,11 @@ pub(crate) fn gemm_by_transposed(
             n as isize,
             add,
             x.as_ptr(),
-            1,
-            k as isize,
+            x_cs,
+            x_rs,
             w.as_ptr(),
-            k as isize,
-            1,
+            w_cs,
+            w_rs,
             if add { 1.0 } else { 0.0 },
             1.0,
             false,
@@ -167,6 +157,30 @@ pub(crate) fn gemm_by_transposed(
             parallelism(),
         )
     }
+}
+
+/// `dst[m, n] = x[m, k] · w[k, n]`, all row-major and contiguous.
+pub(crate) fn matmul(dst: &mut [f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) {
+    gemm(dst, (m, n, k), (x, Stored::AsIs), (w, Stored::AsIs), false)
+}
+
+/// `dst[m, n] = x[m, k] · w[n, k]ᵀ`: a projection by a weight stored as
+/// GGUF stores it.
+pub(crate) fn matmul_by_transposed(
+    dst: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    gemm(
+        dst,
+        (m, n, k),
+        (x, Stored::AsIs),
+        (w, Stored::Transposed),
+        false,
+    )
 }
 
 /// Gradients of `Σ y · up`: the backward pass of `y` for the upstream

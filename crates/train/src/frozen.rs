@@ -7,9 +7,7 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 use crate::amx::{self, Packed};
-use crate::cpu::{
-    f32_slice, f32_values, gemm_by_transposed, matmul, matmul_by_transposed, with_f32,
-};
+use crate::cpu::{f32_slice, f32_values, gemm, matmul, matmul_by_transposed, with_f32, Stored};
 use crate::portable;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
@@ -188,10 +186,11 @@ impl Weight {
                 if let Some(last) = shape.last_mut() {
                     *last = inp;
                 }
-                let g = f32_values(g)?;
-                let rows = g.len() / out.max(1);
+                let rows = g.elem_count() / out.max(1);
                 let mut dx = vec![0f32; rows * inp];
-                self.project_back_into(&mut dx, &g, rows)?;
+                with_f32(g, "frozen matmul", |g| {
+                    self.project_back_into(&mut dx, g, rows)
+                })?;
                 Tensor::from_vec(dx, shape, &candle_core::Device::Cpu)
             }
         }
@@ -204,6 +203,7 @@ impl CustomOp1 for Op {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("frozen.fwd");
         let x = f32_slice(storage, layout, self.name())?;
         let dims = layout.shape().dims();
         let (&inp, rows) = match dims.split_last() {
@@ -222,6 +222,7 @@ impl CustomOp1 for Op {
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let _t = crate::timing::span("frozen.bwd");
         self.w.project_back(grad_res).map(Some)
     }
 }
@@ -246,6 +247,7 @@ impl CustomOp3 for Adapted {
         bs: &CpuStorage,
         bl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("adapted.fwd");
         let x = f32_slice(xs, xl, self.name())?;
         let (a, b) = (
             f32_slice(a_s, al, self.name())?,
@@ -267,7 +269,13 @@ impl CustomOp3 for Adapted {
         let mut h = vec![0f32; rows * r];
         matmul_by_transposed(&mut h, x, a, rows, r, inp);
         h.iter_mut().for_each(|v| *v *= self.scale);
-        gemm_by_transposed(&mut y, &h, b, (rows, out, r), true);
+        gemm(
+            &mut y,
+            (rows, out, r),
+            (&h, Stored::AsIs),
+            (b, Stored::Transposed),
+            true,
+        );
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))
@@ -281,21 +289,59 @@ impl CustomOp3 for Adapted {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        // Untracked copies of the arguments: a gradient computed from the
-        // variables themselves would carry a graph that keeps every
-        // upstream gradient alive until the whole backward pass ends.
-        let (x, a, b) = (x.detach(), a.detach(), b.detach());
-        let (a, b) = (&a, &b);
-        let (out, inp) = (b.dim(0)?, a.dim(1)?);
+        let _t = crate::timing::span("adapted.bwd");
+        // On the values, not on the variables: a gradient computed from the
+        // variables would carry a graph that keeps every upstream gradient
+        // alive until the whole backward pass ends (and candle's products
+        // would copy and add on top).
+        let ((r, inp), out) = (a.dims2()?, b.dim(0)?);
         let rows = x.elem_count() / inp.max(1);
-        let (x2, g) = (x.reshape((rows, inp))?, grad.reshape((rows, out))?);
-        let s = self.scale as f64;
-        // dy/dx = W + s·B·A; dA = s·(g·B)ᵀ·x; dB = s·gᵀ·(x·Aᵀ).
-        let gb = (g.matmul(b)? * s)?;
-        let dx = (self.w.project_back(&g)? + gb.matmul(a)?)?;
-        let da = gb.t()?.matmul(&x2)?;
-        let db = (g.t()?.matmul(&x2.matmul(&a.t()?)?)? * s)?;
-        Ok((Some(dx.reshape(x.shape())?), Some(da), Some(db)))
+        let s = self.scale;
+        let name = self.name();
+        let (mut dx, mut da, mut db) = (
+            vec![0f32; rows * inp],
+            vec![0f32; r * inp],
+            vec![0f32; out * r],
+        );
+        with_f32(x, name, |x| {
+            with_f32(a, name, |a| {
+                with_f32(b, name, |b| {
+                    with_f32(grad, name, |g| {
+                        // dy/dx = W + s·B·A; dA = (s·g·B)ᵀ·x; dB = gᵀ·(s·x·Aᵀ).
+                        let mut gb = vec![0f32; rows * r];
+                        matmul(&mut gb, g, b, rows, r, out);
+                        gb.iter_mut().for_each(|v| *v *= s);
+                        self.w.project_back_into(&mut dx, g, rows)?;
+                        let (gb, a_) = ((&gb[..], Stored::AsIs), (a, Stored::AsIs));
+                        gemm(&mut dx, (rows, inp, r), gb, a_, true);
+                        gemm(
+                            &mut da,
+                            (r, inp, rows),
+                            (gb.0, Stored::Transposed),
+                            (x, Stored::AsIs),
+                            false,
+                        );
+                        let mut h = vec![0f32; rows * r];
+                        matmul_by_transposed(&mut h, x, a, rows, r, inp);
+                        h.iter_mut().for_each(|v| *v *= s);
+                        gemm(
+                            &mut db,
+                            (out, r, rows),
+                            (g, Stored::Transposed),
+                            (&h, Stored::AsIs),
+                            false,
+                        );
+                        Ok(())
+                    })
+                })
+            })
+        })?;
+        let dev = x.device();
+        Ok((
+            Some(Tensor::from_vec(dx, x.shape(), dev)?),
+            Some(Tensor::from_vec(da, (r, inp), dev)?),
+            Some(Tensor::from_vec(db, (out, r), dev)?),
+        ))
     }
 }
 

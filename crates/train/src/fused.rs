@@ -10,7 +10,7 @@
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, f32_values};
+use crate::cpu::{f32_slice, f32_values, held_f32, with_f32};
 use crate::{ops, portable};
 
 /// RMS norm over the last dimension, times the frozen `weight`; only `x`
@@ -73,6 +73,7 @@ impl CustomOp1 for RmsNorm {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("rms_norm.fwd");
         let x = f32_slice(s, l, self.name())?;
         let d = self.w.len();
         let mut y = vec![0f32; x.len()];
@@ -90,9 +91,13 @@ impl CustomOp1 for RmsNorm {
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        let _t = crate::timing::span("rms_norm.bwd");
         // y = x·r·w with r = (Σx²/d + eps)^-½, so
         // dx = r·(g·w) − x·r³·Σ(g·w·x)/d.
-        let (x, g) = (f32_values(arg)?, f32_values(grad)?);
+        let [x, g] = [arg, grad].map(Tensor::contiguous);
+        let (x, g) = (x?, g?);
+        let held = [&x, &g].map(Tensor::storage_and_layout);
+        let (x, g) = (held_f32(&held[0])?, held_f32(&held[1])?);
         let d = self.w.len();
         let mut dx = vec![0f32; x.len()];
         dx.par_chunks_mut(d * ROWS)
@@ -160,13 +165,15 @@ impl CustomOp1 for Rope {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("rope.fwd");
         let x = f32_slice(s, l, self.name())?;
         let y = self.rotate(x, l.shape().dims(), 1.0);
         Ok((CpuStorage::F32(y), l.shape().clone()))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
-        let dx = self.rotate(&f32_values(grad)?, arg.dims(), -1.0);
+        let _t = crate::timing::span("rope.bwd");
+        let dx = with_f32(grad, self.name(), |g| Ok(self.rotate(g, arg.dims(), -1.0)))?;
         Tensor::from_vec(dx, arg.shape(), arg.device()).map(Some)
     }
 }

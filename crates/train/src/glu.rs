@@ -8,7 +8,7 @@
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, f32_values};
+use crate::cpu::{f32_slice, held_f32};
 use crate::portable;
 
 /// `silu(g) · u`, element-wise; `g` and `u` have the same shape.
@@ -45,6 +45,7 @@ impl CustomOp2 for SiluMul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("silu_mul.fwd");
         let (g, u) = (
             f32_slice(s1, l1, self.name())?,
             f32_slice(s2, l2, self.name())?,
@@ -67,7 +68,15 @@ impl CustomOp2 for SiluMul {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (gv, uv, dv) = (f32_values(g)?, f32_values(u)?, f32_values(grad)?);
+        let _t = crate::timing::span("silu_mul.bwd");
+        let [gc, uc, dc] = [g, u, grad].map(Tensor::contiguous);
+        let (gc, uc, dc) = (gc?, uc?, dc?);
+        let held = [&gc, &uc, &dc].map(Tensor::storage_and_layout);
+        let (gv, uv, dv) = (
+            held_f32(&held[0])?,
+            held_f32(&held[1])?,
+            held_f32(&held[2])?,
+        );
         let mut dg = vec![0f32; gv.len()];
         let mut du = vec![0f32; gv.len()];
         dg.par_chunks_mut(GRAIN)

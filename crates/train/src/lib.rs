@@ -36,6 +36,7 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod portable;
+pub mod timing;
 pub mod trainer;
 
 mod error;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{exp, f32_slice, f32_values, log_sum_exp};
+use crate::cpu::{exp, f32_slice, held_f32, log_sum_exp};
 use crate::frozen::{FrozenMatmul, Weight};
 use crate::portable;
 
@@ -68,6 +68,7 @@ fn head_logprobs(h: &Tensor, w: &Weight, targets: &[u32], block: usize) -> Resul
         targets: targets.to_vec(),
         block: block.max(1),
         lse: Mutex::new(Vec::new()),
+        pullback: h.track_op().then(|| Mutex::new(Vec::new())),
     };
     h.contiguous()?.apply_op1_arc(Arc::new(Box::new(op)))
 }
@@ -79,6 +80,10 @@ struct LmHead {
     block: usize,
     /// Each row's log-sum-exp from the forward pass, for the backward pass.
     lse: Mutex<Vec<f32>>,
+    /// When `h` tracks gradients: `d lp_i / d h_i` for every row, `[n, e]`,
+    /// made by the forward pass while it holds the block's logits, so the
+    /// backward pass only scales rows instead of computing the logits again.
+    pullback: Option<Mutex<Vec<f32>>>,
 }
 
 impl LmHead {
@@ -101,17 +106,45 @@ impl LmHead {
     }
 }
 
+impl LmHead {
+    /// `d lp_i / d logits = g_i · (onehot(target_i) − softmax)`, in place,
+    /// for the block of rows from `b0`; `lse` as the forward pass left it
+    /// (or empty, and then computed here).
+    fn grad_logits(
+        &self,
+        logits: &mut [f32],
+        b0: usize,
+        g: impl Fn(usize) -> f32 + Sync,
+        lse: &[f32],
+    ) {
+        logits
+            .par_chunks_mut(self.vocab)
+            .enumerate()
+            .for_each(|(r, row)| {
+                let i = b0 + r;
+                let lse = lse.get(i).copied().unwrap_or_else(|| log_sum_exp(row));
+                let g = g(i);
+                for x in row.iter_mut() {
+                    *x = -g * exp(*x - lse);
+                }
+                row[self.targets[i] as usize] += g;
+            });
+    }
+}
+
 impl CustomOp1 for LmHead {
     fn name(&self) -> &'static str {
         "lm-head-logprobs"
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("lm_head.fwd");
         let h = f32_slice(storage, layout, self.name())?;
         let (n, e) = layout.shape().dims2()?;
         let vocab = self.vocab;
         let mut out = vec![0f32; n];
         let mut lses = vec![0f32; n];
+        let mut pullback = vec![0f32; if self.pullback.is_some() { n * e } else { 0 }];
         self.for_blocks(h, e, |b0, logits| {
             let rows = logits.len() / vocab;
             out[b0..b0 + rows]
@@ -123,33 +156,42 @@ impl CustomOp1 for LmHead {
                     *lse = log_sum_exp(row);
                     *o = row[self.targets[b0 + r] as usize] - *lse;
                 });
-            Ok(())
+            if pullback.is_empty() {
+                return Ok(());
+            }
+            self.grad_logits(logits, b0, |_| 1.0, &lses);
+            self.w
+                .project_back_into(&mut pullback[b0 * e..(b0 + rows) * e], logits, rows)
         })?;
         *self.lse.lock().unwrap_or_else(|p| p.into_inner()) = lses;
+        if let Some(slot) = &self.pullback {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = pullback;
+        }
         Ok((CpuStorage::F32(out), Shape::from(n)))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        let h = f32_values(arg)?;
-        let g = grad_res.contiguous()?.to_vec1::<f32>()?;
+        let _t = crate::timing::span("lm_head.bwd");
+        let [h, g] = [arg, grad_res].map(Tensor::contiguous);
+        let (h, g) = (h?, g?);
+        let held = [&h, &g].map(Tensor::storage_and_layout);
+        let (h, g) = (held_f32(&held[0])?, held_f32(&held[1])?);
         let (n, e) = arg.dims2()?;
         let vocab = self.vocab;
+        let take =
+            |m: &Mutex<Vec<f32>>| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut dh = self.pullback.as_ref().map(take).unwrap_or_default();
+        if dh.len() == n * e {
+            dh.par_chunks_mut(e)
+                .zip(g)
+                .for_each(|(row, &g)| row.iter_mut().for_each(|x| *x *= g));
+            return Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?));
+        }
         let mut dh = vec![0f32; n * e];
-        let saved = std::mem::take(&mut *self.lse.lock().unwrap_or_else(|p| p.into_inner()));
-        self.for_blocks(&h, e, |b0, logits| {
+        let saved = take(&self.lse);
+        self.for_blocks(h, e, |b0, logits| {
             let rows = logits.len() / vocab;
-            // d lp / d logits = g · (onehot(target) − softmax), in place.
-            logits
-                .par_chunks_mut(vocab)
-                .enumerate()
-                .for_each(|(r, row)| {
-                    let i = b0 + r;
-                    let lse = saved.get(i).copied().unwrap_or_else(|| log_sum_exp(row));
-                    for x in row.iter_mut() {
-                        *x = -g[i] * exp(*x - lse);
-                    }
-                    row[self.targets[i] as usize] += g[i];
-                });
+            self.grad_logits(logits, b0, |i| g[i], &saved);
             self.w
                 .project_back_into(&mut dh[b0 * e..(b0 + rows) * e], logits, rows)
         })?;
@@ -189,6 +231,11 @@ mod tests {
             let d = max_abs_diff(g1.get(&h).unwrap(), g2.get(&h).unwrap());
             assert!(d < 1e-5, "gradient differs by {d}, block {block}");
             assert!(g1.get(&w).is_none(), "no gradient for the frozen weight");
+            // The forward pass made the first backward's rows; a second
+            // backward over the same graph computes the logits again.
+            let again = pull_back(&ours, &up);
+            let d = max_abs_diff(again.get(&h).unwrap(), g2.get(&h).unwrap());
+            assert!(d < 1e-5, "second backward differs by {d}, block {block}");
         }
     }
 

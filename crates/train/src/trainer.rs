@@ -209,8 +209,11 @@ impl<'m> Trainer<'m> {
     ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
         let named = self.lora.named_vars();
         if !self.cfg.recompute || seq.ids.len() <= self.cfg.recompute_above {
+            let forward = crate::timing::span("forward");
             let lp = logprobs(self.model, &self.cfg, seq, Some(&self.lora))?;
             let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;
+            drop(forward);
+            let _backward = crate::timing::span("backward");
             let grads = (loss * weight)?.backward()?;
             return Ok((
                 terms,
@@ -294,7 +297,9 @@ impl<'m> Trainer<'m> {
             .map(|(g, v)| g.map(Ok).unwrap_or_else(|| v.as_tensor().zeros_like()))
             .collect::<candle_core::Result<_>>()?;
         let lr = lr_at(&self.cfg.optim, self.step, total);
+        let optimizer = crate::timing::span("optimizer");
         let grad_norm = self.opt.step(&vars, &grads, lr)?;
+        drop(optimizer);
         self.step += 1;
         self.steps_this_session += 1;
         let elapsed = t0.elapsed().as_secs_f64();

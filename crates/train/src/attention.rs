@@ -18,7 +18,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, held_f32};
+use crate::cpu::{self, f32_slice, held_f32};
 use crate::portable;
 
 /// Queries per block: scores for one block against `t` keys take
@@ -109,8 +109,11 @@ impl Dims {
         })
     }
 
-    fn visible(&self, i: usize, j: usize) -> bool {
-        j <= i && self.window.is_none_or(|w| i - j < w)
+    /// The keys query `i` sees, as a range `[a, b)` of a score row that
+    /// starts at key `lo`.
+    fn seen(&self, i: usize, lo: usize) -> (usize, usize) {
+        let first = self.window.map_or(0, |w| (i + 1).saturating_sub(w));
+        (first.max(lo) - lo, i + 1 - lo)
     }
 
     /// `dst[m, n] = beta · Q[b0..b0+m] · K[lo..lo+n]ᵀ` for head `h`.
@@ -214,22 +217,13 @@ fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>)
                 for r in 0..m {
                     let i = b0 + r;
                     let row = &mut s[r * n..(r + 1) * n];
-                    let mut max = f32::NEG_INFINITY;
-                    for (jj, x) in row.iter_mut().enumerate() {
-                        if dims.visible(i, lo + jj) {
-                            max = max.max(*x);
-                        } else {
-                            *x = f32::NEG_INFINITY;
-                        }
-                    }
-                    let mut sum = 0f32;
-                    for x in row.iter_mut() {
-                        *x = (*x - max).exp();
-                        sum += *x;
-                    }
-                    let inv = 1.0 / sum;
-                    row.iter_mut().for_each(|x| *x *= inv);
-                    lse[i] = max + sum.ln();
+                    let (a, b) = dims.seen(i, lo);
+                    let max = cpu::max(&row[a..b]);
+                    let inv = 1.0 / cpu::exp_in_place(&mut row[a..b], max);
+                    row[a..b].iter_mut().for_each(|x| *x *= inv);
+                    row[..a].fill(0.0);
+                    row[b..].fill(0.0);
+                    lse[i] = max - inv.ln();
                 }
                 let kv_stride = dims.kv_heads * d;
                 mul_rows(
@@ -297,14 +291,11 @@ fn backward(
                 dims.scores(&mut p, q, k, h, (b0, m, lo));
                 for r in 0..m {
                     let i = b0 + r;
-                    let l = lse[h * t + i];
-                    for (jj, x) in p[r * n..(r + 1) * n].iter_mut().enumerate() {
-                        *x = if dims.visible(i, lo + jj) {
-                            (*x - l).exp()
-                        } else {
-                            0.0
-                        };
-                    }
+                    let row = &mut p[r * n..(r + 1) * n];
+                    let (a, b) = dims.seen(i, lo);
+                    cpu::exp_in_place(&mut row[a..b], lse[h * t + i]);
+                    row[..a].fill(0.0);
+                    row[b..].fill(0.0);
                 }
                 // dP = dO · Vᵀ: the scores routine with dO as queries, V as keys.
                 let unscaled = Dims {

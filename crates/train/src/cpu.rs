@@ -72,30 +72,60 @@ pub(crate) fn exp(x: f32) -> f32 {
     p * f32::from_bits(((k as i32 + 127) as u32) << 23)
 }
 
-/// `max + ln Σ exp(x − max)` of a row, in 16 lanes (vectorized).
-pub(crate) fn log_sum_exp(row: &[f32]) -> f32 {
-    const L: usize = 16;
-    let chunks = row.chunks_exact(L);
+/// Lanes of the row loops below: independent partial results, so that the
+/// compiler keeps them in vector registers.
+const LANES: usize = 16;
+
+/// The largest value of a row (−∞ for an empty row), in [`LANES`] lanes.
+pub(crate) fn max(row: &[f32]) -> f32 {
+    let chunks = row.chunks_exact(LANES);
     let tail = chunks.remainder();
-    let mut m = [f32::NEG_INFINITY; L];
-    for c in chunks.clone() {
-        for i in 0..L {
+    let mut m = [f32::NEG_INFINITY; LANES];
+    for c in chunks {
+        for i in 0..LANES {
             m[i] = if c[i] > m[i] { c[i] } else { m[i] };
         }
     }
-    let max = tail
-        .iter()
+    tail.iter()
         .chain(&m)
         .copied()
-        .fold(f32::NEG_INFINITY, f32::max);
-    let mut s = [0f32; L];
-    for c in chunks {
-        for i in 0..L {
-            s[i] += exp(c[i] - max);
+        .fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// `x ← exp(x − shift)` over a row; returns the new sum. In [`LANES`]
+/// lanes.
+pub(crate) fn exp_in_place(row: &mut [f32], shift: f32) -> f32 {
+    let mut chunks = row.chunks_exact_mut(LANES);
+    let mut s = [0f32; LANES];
+    for c in &mut chunks {
+        for i in 0..LANES {
+            c[i] = exp(c[i] - shift);
+            s[i] += c[i];
         }
     }
-    let sum: f32 = s.iter().sum::<f32>() + tail.iter().map(|&x| exp(x - max)).sum::<f32>();
-    max + sum.ln()
+    let tail: f32 = chunks
+        .into_remainder()
+        .iter_mut()
+        .map(|x| {
+            *x = exp(*x - shift);
+            *x
+        })
+        .sum();
+    s.iter().sum::<f32>() + tail
+}
+
+/// `max + ln Σ exp(x − max)` of a row, in [`LANES`] lanes.
+pub(crate) fn log_sum_exp(row: &[f32]) -> f32 {
+    let m = max(row);
+    let chunks = row.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().map(|&x| exp(x - m)).sum();
+    let mut s = [0f32; LANES];
+    for c in chunks {
+        for i in 0..LANES {
+            s[i] += exp(c[i] - m);
+        }
+    }
+    m + (s.iter().sum::<f32>() + tail).ln()
 }
 
 /// gemm on every thread of the pool (one call at a time).

@@ -264,7 +264,9 @@ impl CustomOp3 for Adapted {
             );
         }
         let mut y = vec![0f32; rows * out];
+        let frozen = crate::timing::span("adapted.fwd.frozen");
         self.w.project(&mut y, x, rows)?;
+        drop(frozen);
         // Scaled at rank width: `[rows, r]` values, not `[rows, out]`.
         let mut h = vec![0f32; rows * r];
         matmul_by_transposed(&mut h, x, a, rows, r, inp);
@@ -311,7 +313,9 @@ impl CustomOp3 for Adapted {
                         let mut gb = vec![0f32; rows * r];
                         matmul(&mut gb, g, b, rows, r, out);
                         gb.iter_mut().for_each(|v| *v *= s);
+                        let frozen = crate::timing::span("adapted.bwd.frozen");
                         self.w.project_back_into(&mut dx, g, rows)?;
+                        drop(frozen);
                         let (gb, a_) = ((&gb[..], Stored::AsIs), (a, Stored::AsIs));
                         gemm(&mut dx, (rows, inp, r), gb, a_, true);
                         gemm(

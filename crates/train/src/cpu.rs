@@ -256,5 +256,23 @@ mod tests {
                 .sum::<f64>()
                 .ln();
         assert!((log_sum_exp(&row) as f64 - naive).abs() < 1e-5);
+        assert_eq!(super::max(&row), max_ref(&row));
+        assert_eq!(
+            super::max(&row[..7]),
+            max_ref(&row[..7]),
+            "a row shorter than the lanes"
+        );
+        assert_eq!(super::max(&[]), f32::NEG_INFINITY);
+        let mut e = row.clone();
+        let sum = exp_in_place(&mut e, 2.0);
+        for (x, y) in row.iter().zip(&e) {
+            assert!((exp(x - 2.0) - y).abs() <= f32::EPSILON * y);
+        }
+        let plain: f32 = e.iter().sum();
+        assert!((sum - plain).abs() < 1e-4 * plain, "{sum} vs {plain}");
+    }
+
+    fn max_ref(row: &[f32]) -> f32 {
+        row.iter().copied().fold(f32::NEG_INFINITY, f32::max)
     }
 }

@@ -197,6 +197,91 @@ impl Weight {
     }
 }
 
+/// A LoRA adapter's values: `A [r, in]`, `B [out, r]` and the scale.
+#[derive(Clone, Copy)]
+pub(crate) struct AdapterValues<'a> {
+    pub(crate) a: &'a [f32],
+    pub(crate) b: &'a [f32],
+    pub(crate) r: usize,
+    pub(crate) scale: f32,
+}
+
+impl Weight {
+    /// `y [rows, out] = x · Wᵀ + s · (x · Aᵀ) · Bᵀ`.
+    pub(crate) fn project_adapted(
+        &self,
+        x: &[f32],
+        ad: AdapterValues,
+        rows: usize,
+    ) -> Result<Vec<f32>> {
+        let (out, inp) = self.dims()?;
+        let mut y = vec![0f32; rows * out];
+        let frozen = crate::timing::span("adapted.fwd.frozen");
+        self.project(&mut y, x, rows)?;
+        drop(frozen);
+        // Scaled at rank width: `[rows, r]` values, not `[rows, out]`.
+        let mut h = vec![0f32; rows * ad.r];
+        matmul_by_transposed(&mut h, x, ad.a, rows, ad.r, inp);
+        h.iter_mut().for_each(|v| *v *= ad.scale);
+        gemm(
+            &mut y,
+            (rows, out, ad.r),
+            (&h, Stored::AsIs),
+            (ad.b, Stored::Transposed),
+            true,
+        );
+        Ok(y)
+    }
+
+    /// The backward pass of [`Weight::project_adapted`] for the gradient
+    /// `g [rows, out]`: `dx = g·W + s·(g·B)·A` (written to `dx`), and
+    /// returns `(dA, dB) = ((s·g·B)ᵀ·x, gᵀ·(s·x·Aᵀ))`.
+    pub(crate) fn project_adapted_back(
+        &self,
+        dx: &mut [f32],
+        x: &[f32],
+        ad: AdapterValues,
+        g: &[f32],
+        rows: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
+        let (out, inp) = self.dims()?;
+        let (r, s) = (ad.r, ad.scale);
+        let mut gb = vec![0f32; rows * r];
+        matmul(&mut gb, g, ad.b, rows, r, out);
+        gb.iter_mut().for_each(|v| *v *= s);
+        let frozen = crate::timing::span("adapted.bwd.frozen");
+        self.project_back_into(dx, g, rows)?;
+        drop(frozen);
+        gemm(
+            dx,
+            (rows, inp, r),
+            (&gb, Stored::AsIs),
+            (ad.a, Stored::AsIs),
+            true,
+        );
+        let mut da = vec![0f32; r * inp];
+        gemm(
+            &mut da,
+            (r, inp, rows),
+            (&gb, Stored::Transposed),
+            (x, Stored::AsIs),
+            false,
+        );
+        let mut h = vec![0f32; rows * r];
+        matmul_by_transposed(&mut h, x, ad.a, rows, r, inp);
+        h.iter_mut().for_each(|v| *v *= s);
+        let mut db = vec![0f32; out * r];
+        gemm(
+            &mut db,
+            (out, r, rows),
+            (g, Stored::Transposed),
+            (&h, Stored::AsIs),
+            false,
+        );
+        Ok((da, db))
+    }
+}
+
 impl CustomOp1 for Op {
     fn name(&self) -> &'static str {
         "frozen-matmul"
@@ -263,21 +348,13 @@ impl CustomOp3 for Adapted {
                 "adapted matmul: input {dims:?}, weight [{out}, {w_in}], A [{r}, {a_in}], B [{b_out}, {b_r}]"
             );
         }
-        let mut y = vec![0f32; rows * out];
-        let frozen = crate::timing::span("adapted.fwd.frozen");
-        self.w.project(&mut y, x, rows)?;
-        drop(frozen);
-        // Scaled at rank width: `[rows, r]` values, not `[rows, out]`.
-        let mut h = vec![0f32; rows * r];
-        matmul_by_transposed(&mut h, x, a, rows, r, inp);
-        h.iter_mut().for_each(|v| *v *= self.scale);
-        gemm(
-            &mut y,
-            (rows, out, r),
-            (&h, Stored::AsIs),
-            (b, Stored::Transposed),
-            true,
-        );
+        let ad = AdapterValues {
+            a,
+            b,
+            r,
+            scale: self.scale,
+        };
+        let y = self.w.project_adapted(x, ad, rows)?;
         let mut shape = dims.to_vec();
         *shape.last_mut().expect("checked above") = out;
         Ok((CpuStorage::F32(y), Shape::from(shape)))
@@ -300,42 +377,13 @@ impl CustomOp3 for Adapted {
         let rows = x.elem_count() / inp.max(1);
         let s = self.scale;
         let name = self.name();
-        let (mut dx, mut da, mut db) = (
-            vec![0f32; rows * inp],
-            vec![0f32; r * inp],
-            vec![0f32; out * r],
-        );
-        with_f32(x, name, |x| {
+        let mut dx = vec![0f32; rows * inp];
+        let (da, db) = with_f32(x, name, |x| {
             with_f32(a, name, |a| {
                 with_f32(b, name, |b| {
                     with_f32(grad, name, |g| {
-                        // dy/dx = W + s·B·A; dA = (s·g·B)ᵀ·x; dB = gᵀ·(s·x·Aᵀ).
-                        let mut gb = vec![0f32; rows * r];
-                        matmul(&mut gb, g, b, rows, r, out);
-                        gb.iter_mut().for_each(|v| *v *= s);
-                        let frozen = crate::timing::span("adapted.bwd.frozen");
-                        self.w.project_back_into(&mut dx, g, rows)?;
-                        drop(frozen);
-                        let (gb, a_) = ((&gb[..], Stored::AsIs), (a, Stored::AsIs));
-                        gemm(&mut dx, (rows, inp, r), gb, a_, true);
-                        gemm(
-                            &mut da,
-                            (r, inp, rows),
-                            (gb.0, Stored::Transposed),
-                            (x, Stored::AsIs),
-                            false,
-                        );
-                        let mut h = vec![0f32; rows * r];
-                        matmul_by_transposed(&mut h, x, a, rows, r, inp);
-                        h.iter_mut().for_each(|v| *v *= s);
-                        gemm(
-                            &mut db,
-                            (out, r, rows),
-                            (g, Stored::Transposed),
-                            (&h, Stored::AsIs),
-                            false,
-                        );
-                        Ok(())
+                        let ad = AdapterValues { a, b, r, scale: s };
+                        self.w.project_adapted_back(&mut dx, x, ad, g, rows)
                     })
                 })
             })

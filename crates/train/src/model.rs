@@ -11,7 +11,7 @@ use crate::attention::attention;
 use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
 use crate::fused;
-use crate::glu::silu_mul;
+use crate::glu::{self, silu_mul};
 use crate::hparams::{Family, Hparams};
 use crate::lm_head::frozen_target_logprobs;
 use crate::lora::Lora;
@@ -295,12 +295,26 @@ impl Model {
         }
         let h = (h + o)?;
         let x = fused::rms_norm(&h, &l.ffn_norm, hp.eps)?;
-        let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
-        let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
-        let gated = if hp.family == Family::Gemma3 {
-            (ops::gelu_tanh(&g)? * u)?
-        } else {
-            silu_mul(&g, &u)?
+        let both = lora.and_then(|lo| {
+            let ad = |s: &str| lo.adapters.get(&name(s));
+            Some((lo.scale(), ad("ffn_gate")?, ad("ffn_up")?))
+        });
+        let gated = match both {
+            // One op for both adapted projections and the gate.
+            Some((scale, ag, au)) if hp.family != Family::Gemma3 => {
+                let a = Tensor::cat(&[ag.a.as_tensor(), au.a.as_tensor()], 0)?;
+                let b = Tensor::cat(&[ag.b.as_tensor(), au.b.as_tensor()], 0)?;
+                glu::gated(&x, (&l.gate, &l.up), &a, &b, scale)?
+            }
+            _ => {
+                let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
+                let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
+                if hp.family == Family::Gemma3 {
+                    (ops::gelu_tanh(&g)? * u)?
+                } else {
+                    silu_mul(&g, &u)?
+                }
+            }
         };
         let mut d = self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?;
         if let Some(n) = &l.post_ffn_norm {

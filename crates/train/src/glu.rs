@@ -167,7 +167,7 @@ impl Gated {
             && ffn_u == ffn
             && a.len() == 2
             && b.len() == 2
-            && a[0] % 2 == 0
+            && a[0].is_multiple_of(2)
             && a[1] == inp
             && b[0] == 2 * ffn
             && b[1] == a[0] / 2;

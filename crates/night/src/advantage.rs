@@ -100,6 +100,7 @@ mod tests {
             reward,
             reason: String::new(),
             group: group.map(String::from),
+            checked: false,
         }
     }
 

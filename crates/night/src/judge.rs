@@ -41,6 +41,9 @@ pub struct JudgedTask {
     /// the group's pass rate instead of the value model's guess.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Rewarded by a program (a practice or tasker episode), not judged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checked: bool,
 }
 
 /// The judge's answer: the sub-tasks, or a request to read more messages.
@@ -257,6 +260,7 @@ impl<'a> Reading<'a> {
                 reward: t.reward.min(10) as f32 / 10.0,
                 reason: t.reason,
                 group: None,
+                checked: false,
             })
             .collect();
         if tasks.is_empty() {

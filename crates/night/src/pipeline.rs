@@ -611,6 +611,14 @@ fn sequences(
         let mut marks = Vec::new();
         for (i, m) in msgs.iter().enumerate().take(task.last + 1) {
             let mut s = m.tokens.clone();
+            if task.checked && !cfg.practice_echo {
+                // No world-model targets in a practice episode.
+                for r in s.roles.iter_mut() {
+                    if matches!(r, TokenRole::Env | TokenRole::User) {
+                        *r = TokenRole::Context;
+                    }
+                }
+            }
             if i < task.first {
                 for r in s.roles.iter_mut().filter(|r| **r == TokenRole::Action) {
                     *r = TokenRole::Context;
@@ -737,6 +745,7 @@ mod tests {
             reward: 1.0,
             reason: String::new(),
             group: None,
+            checked: false,
         };
         let seqs = sequences(
             &store,
@@ -800,6 +809,7 @@ mod tests {
             reward: 1.0,
             reason: String::new(),
             group: None,
+            checked: false,
         };
         let cfg = NightConfig {
             repeated_call_advantage: -0.7,
@@ -831,6 +841,7 @@ mod tests {
             reward: 1.0,
             reason: String::new(),
             group: group.map(String::from),
+            checked: false,
         };
         let tasks: Vec<JudgedTask> = (0..20)
             .map(|i| match i % 4 {

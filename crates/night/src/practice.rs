@@ -65,6 +65,7 @@ pub fn episode_tasks(
                 reward: tasker_reward(passed, attempts.len()),
                 reason: e.why.clone(),
                 group: Some(format!("tasker: {}", e.family)),
+                checked: true,
             }
         } else {
             JudgedTask {
@@ -80,6 +81,7 @@ pub fn episode_tasks(
                 },
                 reason: format!("checked by program: {}", e.why),
                 group: Some(format!("{}: {}", e.family, e.prompt)),
+                checked: true,
             }
         };
         tasks.push(task);

@@ -54,6 +54,7 @@ mod tests {
             reward,
             reason: String::new(),
             group: None,
+            checked: false,
         }
     }
 

@@ -695,6 +695,7 @@ mod tests {
     use crate::verify::FamilyCheck;
     use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
     use reverie_store::Store;
+    use reverie_train::data::Sequence;
 
     #[test]
     fn an_unintended_end_marks_its_last_token() {
@@ -815,8 +816,38 @@ mod tests {
             repeated_call_advantage: -0.7,
             ..NightConfig::default()
         };
-        let seqs = sequences(&store, &[task], &[None], &[Some(0.5)], &cfg).unwrap();
+        let seqs = sequences(&store, &[task.clone()], &[None], &[Some(0.5)], &cfg).unwrap();
         assert_eq!(seqs[0].token_advantages, vec![(6, -0.35), (7, -0.35)]);
+        let roles = |seq: &Sequence, role| seq.roles.iter().filter(|&&r| r == role).count();
+        assert_eq!(
+            (
+                roles(&seqs[0], TokenRole::Env),
+                roles(&seqs[0], TokenRole::User)
+            ),
+            (4, 1)
+        );
+
+        // A practice episode trains the policy only: its tool results and
+        // prompts are context, unless the config asks for ECHO on them.
+        let checked = JudgedTask {
+            checked: true,
+            ..task
+        };
+        let policy_only =
+            sequences(&store, &[checked.clone()], &[None], &[Some(0.5)], &cfg).unwrap();
+        assert_eq!(policy_only[0].ids, seqs[0].ids);
+        assert_eq!(roles(&policy_only[0], TokenRole::Env), 0);
+        assert_eq!(roles(&policy_only[0], TokenRole::User), 0);
+        assert_eq!(
+            roles(&policy_only[0], TokenRole::Action),
+            roles(&seqs[0], TokenRole::Action)
+        );
+        let echo = NightConfig {
+            practice_echo: true,
+            ..cfg
+        };
+        let with_echo = sequences(&store, &[checked], &[None], &[Some(0.5)], &echo).unwrap();
+        assert_eq!(with_echo[0].roles, seqs[0].roles);
     }
 
     #[test]

@@ -816,7 +816,14 @@ mod tests {
             repeated_call_advantage: -0.7,
             ..NightConfig::default()
         };
-        let seqs = sequences(&store, &[task.clone()], &[None], &[Some(0.5)], &cfg).unwrap();
+        let seqs = sequences(
+            &store,
+            std::slice::from_ref(&task),
+            &[None],
+            &[Some(0.5)],
+            &cfg,
+        )
+        .unwrap();
         assert_eq!(seqs[0].token_advantages, vec![(6, -0.35), (7, -0.35)]);
         let roles = |seq: &Sequence, role| seq.roles.iter().filter(|&&r| r == role).count();
         assert_eq!(
@@ -833,8 +840,14 @@ mod tests {
             checked: true,
             ..task
         };
-        let policy_only =
-            sequences(&store, &[checked.clone()], &[None], &[Some(0.5)], &cfg).unwrap();
+        let policy_only = sequences(
+            &store,
+            std::slice::from_ref(&checked),
+            &[None],
+            &[Some(0.5)],
+            &cfg,
+        )
+        .unwrap();
         assert_eq!(policy_only[0].ids, seqs[0].ids);
         assert_eq!(roles(&policy_only[0], TokenRole::Env), 0);
         assert_eq!(roles(&policy_only[0], TokenRole::User), 0);

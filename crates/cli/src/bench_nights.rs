@@ -39,6 +39,12 @@ pub struct NightsArgs {
     /// night: a night that would have been refused is reported as kept.
     #[arg(long, default_value_t = NightConfig::default().verify_tasks)]
     verify: usize,
+    /// The nights' learning rate (default: a night's own).
+    #[arg(long)]
+    lr: Option<f64>,
+    /// ECHO on practice episodes (default: a night's own).
+    #[arg(long)]
+    practice_echo: Option<bool>,
     #[arg(long)]
     json: bool,
 }
@@ -79,6 +85,16 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         trained_before.stopped_share() * 100.0,
         heldout_before.success() * 100.0
     ));
+    let mut night_cfg = NightConfig {
+        verify_tasks: a.verify,
+        ..NightConfig::default()
+    };
+    if let Some(lr) = a.lr {
+        night_cfg.train.optim.lr = lr;
+    }
+    if let Some(echo) = a.practice_echo {
+        night_cfg.practice_echo = echo;
+    }
     let mut per_night = Vec::new();
     for i in 0..a.nights {
         let t = Instant::now();
@@ -100,10 +116,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             &bench,
             &store,
             &model,
-            &NightConfig {
-                verify_tasks: a.verify,
-                ..NightConfig::default()
-            },
+            &night_cfg,
             &AtomicBool::new(false),
             &mut |_| {},
         )?;
@@ -145,6 +158,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "practice_tasks_per_night": a.practice,
         "attempts_per_task": a.samples,
         "verify_tasks": a.verify,
+        "lr": night_cfg.train.optim.lr,
+        "practice_echo": night_cfg.practice_echo,
         "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
         "nights": per_night,
         "trained_before": trained_before.success(),

@@ -834,18 +834,22 @@ mod tests {
             (4, 1)
         );
 
-        // A practice episode trains the policy only: its tool results and
-        // prompts are context, unless the config asks for ECHO on them.
+        // Without ECHO on practice, a practice episode trains the policy
+        // only: its tool results and prompts are context.
         let checked = JudgedTask {
             checked: true,
             ..task
+        };
+        let no_echo = NightConfig {
+            practice_echo: false,
+            ..cfg.clone()
         };
         let policy_only = sequences(
             &store,
             std::slice::from_ref(&checked),
             &[None],
             &[Some(0.5)],
-            &cfg,
+            &no_echo,
         )
         .unwrap();
         assert_eq!(policy_only[0].ids, seqs[0].ids);

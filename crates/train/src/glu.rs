@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, held_f32, with_f32};
+use crate::cpu::{f32_slice, held_f32};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::portable;
 
@@ -251,44 +251,39 @@ impl CustomOp3 for Gated {
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let _t = crate::timing::span("gated.bwd");
-        let name = self.name();
         let d = self.dims(x.dims(), a.dims(), b.dims())?;
         let saved = self.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let [xc, ac, bc, gc] = [x, a, b, grad].map(Tensor::contiguous);
+        let (xc, ac, bc, gc) = (xc?, ac?, bc?, gc?);
+        let held = [&xc, &ac, &bc, &gc].map(Tensor::storage_and_layout);
+        let [xv, av, bv, grad] = [0, 1, 2, 3].map(|i| held_f32(&held[i]));
+        let (xv, av, bv, grad) = (xv?, av?, bv?, grad?);
+        let (mut g, mut u) = match saved {
+            Some(gu) => gu,
+            None => self.projections(&d, xv, av, bv)?,
+        };
+        gate_back_in_place(&mut g, &mut u, grad);
+        let [ag, au] = self.adapters(&d, av, bv);
         let mut dx = vec![0f32; d.rows * d.inp];
-        let (da, db) = with_f32(x, name, |x| {
-            with_f32(a, name, |a| {
-                with_f32(b, name, |b| {
-                    with_f32(grad, name, |grad| {
-                        let (mut g, mut u) = match saved {
-                            Some(gu) => gu,
-                            None => self.projections(&d, x, a, b)?,
-                        };
-                        gate_back_in_place(&mut g, &mut u, grad);
-                        let [ag, au] = self.adapters(&d, a, b);
-                        let (mut da, mut db) =
-                            self.gate.project_adapted_back(&mut dx, x, ag, &g, d.rows)?;
-                        // `g` is spent: it takes the up projection's share of
-                        // dx when it is large enough (the feed-forward width
-                        // is the wider one in every real model).
-                        let mut spare = Vec::new();
-                        let dx_up = if g.len() >= d.rows * d.inp {
-                            &mut g[..d.rows * d.inp]
-                        } else {
-                            spare.resize(d.rows * d.inp, 0f32);
-                            &mut spare[..]
-                        };
-                        let (da_u, db_u) =
-                            self.up.project_adapted_back(dx_up, x, au, &u, d.rows)?;
-                        dx.par_chunks_mut(GRAIN)
-                            .zip(dx_up.par_chunks(GRAIN))
-                            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
-                        da.extend(da_u);
-                        db.extend(db_u);
-                        Ok((da, db))
-                    })
-                })
-            })
-        })?;
+        let (mut da, mut db) = self
+            .gate
+            .project_adapted_back(&mut dx, xv, ag, &g, d.rows)?;
+        // `g` is spent: it takes the up projection's share of dx when it is
+        // large enough (the feed-forward width is the wider one in every
+        // real model).
+        let mut spare = Vec::new();
+        let dx_up = if g.len() >= d.rows * d.inp {
+            &mut g[..d.rows * d.inp]
+        } else {
+            spare.resize(d.rows * d.inp, 0f32);
+            &mut spare[..]
+        };
+        let (da_u, db_u) = self.up.project_adapted_back(dx_up, xv, au, &u, d.rows)?;
+        dx.par_chunks_mut(GRAIN)
+            .zip(dx_up.par_chunks(GRAIN))
+            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
+        da.extend(da_u);
+        db.extend(db_u);
         let dev = x.device();
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), dev)?),

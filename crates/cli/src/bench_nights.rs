@@ -10,11 +10,13 @@ use std::time::Instant;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
-use reverie_practice::{Family, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE};
+use reverie_practice::{
+    paired, Episode, Family, Paired, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
+};
 use reverie_store::Store;
 
 use crate::output;
-use crate::practice_cmd::{practice_config, tally};
+use crate::practice_cmd::{episodes, practice_config};
 
 #[derive(Args)]
 pub struct NightsArgs {
@@ -64,20 +66,24 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     reverie_models::active::set_active(&bench, &base)?;
     // Progress goes to stderr, so `--json` keeps stdout to the report.
     let say = |s: String| eprintln!("{s}");
-    let measure = |model: &std::path::Path| -> anyhow::Result<(Tally, Tally)> {
-        let trained = tally(
+    let measure = |model: &std::path::Path| -> anyhow::Result<(Vec<Episode>, Vec<Episode>)> {
+        let trained = episodes(
             &bench,
             model,
             &RunConfig::eval(family, a.eval, EVAL_SEED, 3),
         )?;
-        let heldout = tally(
+        let heldout = episodes(
             &bench,
             model,
             &RunConfig::eval(Family::Units, a.eval, EVAL_SEED, 3),
         )?;
         Ok((trained, heldout))
     };
-    let (trained_before, heldout_before) = measure(&base)?;
+    let (trained_eps_before, heldout_eps_before) = measure(&base)?;
+    let (trained_before, heldout_before) = (
+        Tally::of(&trained_eps_before),
+        Tally::of(&heldout_eps_before),
+    );
     say(format!(
         "before: {} {:.0}% ({:.0}% stopped), held-out units {:.0}%",
         family.as_str(),
@@ -109,7 +115,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             8,
         )?;
         cfg.samples = a.samples;
-        let practised = tally(&bench, &model, &cfg)?;
+        let practised = Tally::of(&episodes(&bench, &model, &cfg)?);
         let practice_s = t.elapsed().as_secs_f64();
         let store = Store::open(&bench)?;
         let out = run_night(
@@ -150,7 +156,12 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         }));
     }
     let after = reverie_models::active::resolve(&bench, None)?;
-    let (trained_after, heldout_after) = measure(&after)?;
+    let (trained_eps_after, heldout_eps_after) = measure(&after)?;
+    let (trained_after, heldout_after) =
+        (Tally::of(&trained_eps_after), Tally::of(&heldout_eps_after));
+    // Same tasks, solved greedily: task by task is the fair comparison.
+    let trained_paired = paired(&trained_eps_before, &trained_eps_after);
+    let heldout_paired = paired(&heldout_eps_before, &heldout_eps_after);
     let report = serde_json::json!({
         "model": base,
         "family": family.as_str(),
@@ -166,6 +177,13 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "trained_after": trained_after.success(),
         "heldout_before": heldout_before.success(),
         "heldout_after": heldout_after.success(),
+        "trained_passed_before": trained_before.passed,
+        "trained_passed_after": trained_after.passed,
+        "heldout_passed_before": heldout_before.passed,
+        "heldout_passed_after": heldout_after.passed,
+        // Tasks gained and lost, and the exact McNemar p-value of the split.
+        "trained_paired": trained_paired,
+        "heldout_paired": heldout_paired,
         // Eval turns the harness had to stop: a night should teach the
         // model to answer by itself.
         "trained_stopped_before": trained_before.stopped_share(),
@@ -178,18 +196,27 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         output::json(&report)?;
     } else {
         println!(
-            "{}: {:.0}% → {:.0}% (stopped by the harness {:.0}% → {:.0}%); held-out units: {:.0}% → {:.0}% ({} tasks each; {} of {} nights deployed)",
+            "{}: {:.0}% → {:.0}% ({}; stopped by the harness {:.0}% → {:.0}%); held-out units: {:.0}% → {:.0}% ({}) ({} tasks each; {} of {} nights deployed)",
             family.as_str(),
             trained_before.success() * 100.0,
             trained_after.success() * 100.0,
+            describe(&trained_paired),
             trained_before.stopped_share() * 100.0,
             trained_after.stopped_share() * 100.0,
             heldout_before.success() * 100.0,
             heldout_after.success() * 100.0,
+            describe(&heldout_paired),
             a.eval,
             report["nights_deployed"],
             a.nights
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn describe(p: &Paired) -> String {
+    format!(
+        "{} tasks gained, {} lost, p = {:.3}",
+        p.gained, p.lost, p.p_value
+    )
 }

@@ -177,11 +177,15 @@ pub fn eval(home: &Home, a: EvalArgs) -> anyhow::Result<ExitCode> {
     batch(home, &a.engine, cfg, a.json)
 }
 
-/// Runs a batch on `model` in `home` without printing; returns how it went.
-pub fn tally(home: &Home, model: &std::path::Path, cfg: &RunConfig) -> anyhow::Result<Tally> {
+/// Runs a batch on `model` in `home` without printing; returns its episodes.
+pub fn episodes(
+    home: &Home,
+    model: &std::path::Path,
+    cfg: &RunConfig,
+) -> anyhow::Result<Vec<Episode>> {
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
-    Ok(reverie_practice::tally(
+    Ok(reverie_practice::run_model(
         model,
         0,
         &store,

@@ -925,6 +925,13 @@ mod tests {
             tasks: 8,
             before,
             after,
+            // Recorded for the report; the gate reads the rates.
+            paired: reverie_practice::Paired {
+                tasks: 8,
+                gained: 0,
+                lost: 0,
+                p_value: 1.0,
+            },
         };
         let ok = serde_json::json!({"ok": true, "why": ""});
         let kept = with_task_checks(

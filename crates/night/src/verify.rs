@@ -7,7 +7,7 @@ use std::sync::Arc;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
-use reverie_practice::{tally, Family, RunConfig, EVAL_SEED};
+use reverie_practice::{paired, run_model, Family, Paired, RunConfig, Tally, EVAL_SEED};
 use reverie_store::Store;
 use serde::Serialize;
 
@@ -65,6 +65,8 @@ pub struct FamilyCheck {
     pub tasks: usize,
     pub before: f64,
     pub after: f64,
+    /// Task by task: gained, lost and how likely that split is by chance.
+    pub paired: Paired,
 }
 
 impl FamilyCheck {
@@ -90,15 +92,16 @@ pub fn task_success(
     for (i, &(family, level)) in families.iter().enumerate() {
         on_family(i, family);
         let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
-        let rate = |model: &Path| {
-            tally(model, cfg.gpu_layers, &store, &services, &run, &cancel).map(|t| t.success())
-        };
+        let attempt =
+            |model: &Path| run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel);
+        let (was, now) = (attempt(before)?, attempt(after)?);
         out.push(FamilyCheck {
             family: family.as_str().to_string(),
             level,
             tasks: cfg.verify_tasks,
-            before: rate(before)?,
-            after: rate(after)?,
+            before: Tally::of(&was).success(),
+            after: Tally::of(&now).success(),
+            paired: paired(&was, &now),
         });
     }
     Ok(out)
@@ -167,6 +170,13 @@ mod tests {
             tasks: 8,
             before,
             after,
+            // Recorded for the report; the gate reads the rates.
+            paired: reverie_practice::Paired {
+                tasks: 8,
+                gained: 0,
+                lost: 0,
+                p_value: 1.0,
+            },
         };
         assert!(!c(0.5, 0.25).regressed(0.25));
         assert!(c(0.5, 0.125).regressed(0.25));

@@ -13,13 +13,15 @@
 
 mod check;
 mod family;
+mod paired;
 mod runner;
 pub mod tasker;
 
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
+pub use paired::{paired, Paired};
 pub use runner::{
-    next_difficulty, run, tally, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TASKER_SHARE,
+    next_difficulty, run, run_model, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TASKER_SHARE,
     PRACTICE_TEMPERATURE,
 };
 

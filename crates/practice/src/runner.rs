@@ -395,16 +395,16 @@ fn record_proposal(
     Ok(())
 }
 
-/// How the model at `model` (loaded on its own, with one slot) does on
-/// `cfg`'s episodes.
-pub fn tally(
+/// `cfg`'s episodes, run on the model at `model` (loaded on its own, with
+/// one slot).
+pub fn run_model(
     model: &Path,
     gpu_layers: u32,
     store: &Arc<Store>,
     services: &Arc<Services>,
     cfg: &RunConfig,
     cancel: &CancelFlag,
-) -> Result<Tally, PracticeError> {
+) -> Result<Vec<Episode>, PracticeError> {
     let engine = Engine::load(
         model,
         EngineConfig {
@@ -414,8 +414,7 @@ pub fn tally(
             ..EngineConfig::default()
         },
     )?;
-    let eps = run(&engine, store, services, cfg, cancel, &mut |_, _| {})?;
-    Ok(Tally::of(&eps))
+    run(&engine, store, services, cfg, cancel, &mut |_, _| {})
 }
 
 /// The difficulty for the next practice batch of `family`: the tasker's

@@ -544,4 +544,42 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         ),
         "{notes}"
     );
+
+    // The next night's old model is the one this night deployed and
+    // measured: its side of each check is read back, not measured again.
+    let first = last_json(&out);
+    assert!(first["deployed"].is_string(), "{first}");
+    let out = reverie(
+        home,
+        &[
+            &["sleep", "--json", "--config", &config(home, 1000.0)][..],
+            &["--practice", "strings:1", "--practice-samples", "2"],
+        ]
+        .concat(),
+    );
+    let second = last_json(&out);
+    let (was, now) = (&first["report"]["verify"], &second["report"]["verify"]);
+    assert_eq!(now["perplexity_before_from_night"], first["night"], "{now}");
+    assert_eq!(now["perplexity_before"], was["perplexity_after"]);
+    let check = |v: &serde_json::Value, family: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["family"] == family)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {family} check: {v}"))
+    };
+    let (units_was, units_now) = (check(was, "units"), check(now, "units"));
+    assert_eq!(units_now["before_from_night"], first["night"], "{now}");
+    assert_eq!(units_now["before_outcomes"], units_was["after_outcomes"]);
+    assert_eq!(units_now["before"], units_was["after"]);
+    assert_eq!(units_now["after_outcomes"].as_array().unwrap().len(), 1);
+    // The practised family is reused only at the level it was measured at.
+    let (strings_was, strings_now) = (check(was, "strings"), check(now, "strings"));
+    if strings_now["level"] == strings_was["level"] {
+        assert_eq!(strings_now["before_from_night"], first["night"], "{now}");
+    } else {
+        assert!(strings_now["before_from_night"].is_null(), "{now}");
+    }
 }

@@ -16,7 +16,7 @@ use crate::error::NightError;
 use crate::event::{NightEvent, Stage};
 use crate::judge::{judge_window, understanding, windows, JudgedTask};
 use crate::value::{Prediction, Similarity, ValueMemory};
-use crate::verify::{families_to_check, perplexity, task_success, FamilyCheck};
+use crate::verify::{families_to_check, perplexity, task_success, FamilyCheck, Measured};
 
 /// How a night ended.
 #[derive(Debug, Clone)]
@@ -457,7 +457,12 @@ fn stages(
     // 7. verify
     if !night.done(Stage::Verify) {
         let t = night.start(Stage::Verify);
-        let before = perplexity(&base, cfg.gpu_layers)?;
+        // The night that deployed tonight's old model measured it already.
+        let earlier = Measured::of(store, &base)?;
+        let before = match earlier.as_ref().and_then(|m| m.perplexity) {
+            Some(p) => p,
+            None => perplexity(&base, cfg.gpu_layers)?,
+        };
         let after = perplexity(&merged, cfg.gpu_layers);
         let verdict = match after {
             Err(e) => {
@@ -476,10 +481,11 @@ fn stages(
         };
         let since = night.report["since_ms"].as_i64().unwrap_or(0);
         let families = families_to_check(store, since)?;
-        let verdict =
+        let mut verdict =
             if verdict["ok"] == json!(true) && cfg.verify_tasks > 0 && !families.is_empty() {
                 let n = families.len();
-                let checks = task_success(home, &base, &merged, &families, cfg, &mut |i, f| {
+                let old = (base.as_path(), earlier.as_ref());
+                let checks = task_success(home, old, &merged, &families, cfg, &mut |i, f| {
                     let _ = night.item(
                         Stage::Verify,
                         i,
@@ -491,6 +497,9 @@ fn stages(
             } else {
                 verdict
             };
+        if let Some(m) = earlier.as_ref().filter(|m| m.perplexity.is_some()) {
+            verdict["perplexity_before_from_night"] = json!(m.night);
+        }
         night.report["verify"] = verdict;
         night.finish(Stage::Verify, t)?;
     }
@@ -919,19 +928,9 @@ mod tests {
 
     #[test]
     fn a_family_that_drops_fails_the_verdict_and_says_which() {
-        let check = |family: &str, before, after| FamilyCheck {
-            family: family.into(),
-            level: 3,
-            tasks: 8,
-            before,
-            after,
-            // Recorded for the report; the gate reads the rates.
-            paired: reverie_practice::Paired {
-                tasks: 8,
-                gained: 0,
-                lost: 0,
-                p_value: 1.0,
-            },
+        let check = |family: &str, before, after| {
+            let family = reverie_practice::Family::parse(family).unwrap();
+            FamilyCheck::with_rates(family, 8, before, after)
         };
         let ok = serde_json::json!({"ok": true, "why": ""});
         let kept = with_task_checks(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
-use reverie_practice::{paired, run_model, Family, Paired, RunConfig, Tally, EVAL_SEED};
+use reverie_practice::{paired_outcomes, run_model, Episode, Family, Paired, RunConfig, EVAL_SEED};
 use reverie_store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::NightConfig;
 use crate::error::NightError;
@@ -57,8 +57,25 @@ pub fn families_to_check(store: &Store, since_ms: i64) -> Result<Vec<(Family, u3
     Ok(out)
 }
 
+/// One verify task: its prompt and whether the model passed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub prompt: String,
+    pub passed: bool,
+}
+
+fn outcomes(episodes: &[Episode]) -> Vec<Outcome> {
+    episodes
+        .iter()
+        .map(|e| Outcome {
+            prompt: e.task.prompt.clone(),
+            passed: e.verdict.passed,
+        })
+        .collect()
+}
+
 /// One family's success rate on the same tasks before and after the night.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FamilyCheck {
     pub family: String,
     pub level: u32,
@@ -67,19 +84,127 @@ pub struct FamilyCheck {
     pub after: f64,
     /// Task by task: gained, lost and how likely that split is by chance.
     pub paired: Paired,
+    #[serde(default)]
+    pub before_outcomes: Vec<Outcome>,
+    #[serde(default)]
+    pub after_outcomes: Vec<Outcome>,
+    /// The earlier night that had already measured the old model on these
+    /// tasks (as the model it deployed), when those results were reused
+    /// instead of measured again.
+    #[serde(default)]
+    pub before_from_night: Option<i64>,
 }
 
 impl FamilyCheck {
+    pub fn new(
+        family: Family,
+        level: u32,
+        before_outcomes: Vec<Outcome>,
+        after_outcomes: Vec<Outcome>,
+        before_from_night: Option<i64>,
+    ) -> FamilyCheck {
+        let rate =
+            |o: &[Outcome]| o.iter().filter(|o| o.passed).count() as f64 / o.len().max(1) as f64;
+        let paired = paired_outcomes(
+            before_outcomes
+                .iter()
+                .map(|o| (o.prompt.as_str(), o.passed)),
+            after_outcomes.iter().map(|o| (o.prompt.as_str(), o.passed)),
+        );
+        FamilyCheck {
+            family: family.as_str().to_string(),
+            level,
+            tasks: after_outcomes.len(),
+            before: rate(&before_outcomes),
+            after: rate(&after_outcomes),
+            paired,
+            before_outcomes,
+            after_outcomes,
+            before_from_night,
+        }
+    }
+
+    /// A check of `tasks` tasks, the first `before` and `after` shares of
+    /// them passed.
+    #[cfg(test)]
+    pub(crate) fn with_rates(family: Family, tasks: usize, before: f64, after: f64) -> FamilyCheck {
+        let outcomes = |share: f64| -> Vec<Outcome> {
+            (0..tasks)
+                .map(|i| Outcome {
+                    prompt: format!("task {i}"),
+                    passed: (i as f64) < share * tasks as f64 - 1e-9,
+                })
+                .collect()
+        };
+        FamilyCheck::new(family, 3, outcomes(before), outcomes(after), None)
+    }
+
     pub fn regressed(&self, max_drop: f64) -> bool {
         self.before - self.after > max_drop + 1e-9
     }
 }
 
+/// What an earlier night's verify stage measured on the model it deployed:
+/// when that model is tonight's old model, its perplexity and task results
+/// are already known (the same file, the same fixed text and tasks, greedy
+/// decoding), so they are read back instead of measured again.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub night: i64,
+    pub perplexity: Option<f64>,
+    pub checks: Vec<FamilyCheck>,
+}
+
+impl Measured {
+    /// The latest night that deployed the file at `model`, if it is still
+    /// that file (same SHA-256), with what its verify stage measured.
+    pub fn of(store: &Store, model: &Path) -> Result<Option<Measured>, NightError> {
+        let Ok(model) = std::fs::canonicalize(model) else {
+            return Ok(None);
+        };
+        let same_file = |p: &str| std::fs::canonicalize(p).is_ok_and(|p| p == model);
+        let Some((night, sha)) = store.checkpoints()?.into_iter().rev().find_map(|c| {
+            c.night
+                .filter(|_| same_file(&c.path))
+                .map(|n| (n, c.sha256))
+        }) else {
+            return Ok(None);
+        };
+        if reverie_models::fetch::sha256_file(&model)? != sha {
+            return Ok(None);
+        }
+        let Some(record) = store.nights()?.into_iter().find(|n| n.id == night) else {
+            return Ok(None);
+        };
+        let verify = &record.report["verify"];
+        Ok(Some(Measured {
+            night,
+            perplexity: verify["perplexity_after"].as_f64(),
+            // Reports written before outcomes were recorded have none to reuse.
+            checks: serde_json::from_value(verify["tasks"].clone()).unwrap_or_default(),
+        }))
+    }
+
+    /// The new model's outcomes of the same check: family, level and count.
+    fn outcomes(&self, family: Family, level: u32, tasks: usize) -> Option<Vec<Outcome>> {
+        self.checks
+            .iter()
+            .find(|c| {
+                c.family == family.as_str()
+                    && c.level == level
+                    && tasks > 0
+                    && c.after_outcomes.len() == tasks
+            })
+            .map(|c| c.after_outcomes.clone())
+    }
+}
+
 /// Measures every family of `families` on the `before` and `after` models
-/// (greedy, the eval seed, `cfg.verify_tasks` tasks each).
+/// (greedy, the eval seed, `cfg.verify_tasks` tasks each); the old model's
+/// side comes from `earlier` where that night already measured it.
 pub fn task_success(
     home: &Home,
-    before: &Path,
+    (before, earlier): (&Path, Option<&Measured>),
     after: &Path,
     families: &[(Family, u32)],
     cfg: &NightConfig,
@@ -92,17 +217,18 @@ pub fn task_success(
     for (i, &(family, level)) in families.iter().enumerate() {
         on_family(i, family);
         let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
-        let attempt =
-            |model: &Path| run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel);
-        let (was, now) = (attempt(before)?, attempt(after)?);
-        out.push(FamilyCheck {
-            family: family.as_str().to_string(),
-            level,
-            tasks: cfg.verify_tasks,
-            before: Tally::of(&was).success(),
-            after: Tally::of(&now).success(),
-            paired: paired(&was, &now),
+        let attempt = |model: &Path| {
+            run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel).map(|e| outcomes(&e))
+        };
+        let known = earlier.and_then(|m| {
+            m.outcomes(family, level, cfg.verify_tasks)
+                .map(|o| (o, m.night))
         });
+        let (was, from) = match known {
+            Some((o, night)) => (o, Some(night)),
+            None => (attempt(before)?, None),
+        };
+        out.push(FamilyCheck::new(family, level, was, attempt(after)?, from));
     }
     Ok(out)
 }
@@ -163,21 +289,70 @@ mod tests {
     }
 
     #[test]
+    fn the_old_model_is_measured_once_by_the_night_that_deployed_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let model = dir.path().join("model.gguf");
+        std::fs::write(&model, b"night one's model").unwrap();
+        let sha = reverie_models::fetch::sha256_file(&model).unwrap();
+        // A model no night deployed has nothing measured.
+        assert!(Measured::of(&store, &model).unwrap().is_none());
+
+        let night = store.start_night().unwrap();
+        let check = FamilyCheck::with_rates(Family::Arithmetic, 4, 0.25, 0.75);
+        let report = serde_json::json!({"verify": {
+            "ok": true, "perplexity_before": 40.0, "perplexity_after": 41.5, "tasks": [check],
+        }});
+        store
+            .update_night(night, reverie_store::NightStatus::Done, "deploy", &report)
+            .unwrap();
+        store
+            .add_checkpoint(model.to_str().unwrap(), &sha, Some(night), true)
+            .unwrap();
+        let m = Measured::of(&store, &model)
+            .unwrap()
+            .expect("measured by night 1");
+        assert_eq!((m.night, m.perplexity), (night, Some(41.5)));
+        // The new model's side of the same check becomes the old side now.
+        let known = m.outcomes(Family::Arithmetic, 3, 4).unwrap();
+        assert_eq!(known, check.after_outcomes);
+        assert_eq!(known.iter().filter(|o| o.passed).count(), 3);
+        // Another level, count or family is not the same check.
+        assert!(m.outcomes(Family::Arithmetic, 2, 4).is_none());
+        assert!(m.outcomes(Family::Arithmetic, 3, 8).is_none());
+        assert!(m.outcomes(Family::Units, 3, 4).is_none());
+
+        // A file changed since it was deployed is measured again.
+        std::fs::write(&model, b"edited by hand").unwrap();
+        assert!(Measured::of(&store, &model).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_report_without_outcomes_has_nothing_to_reuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let model = dir.path().join("model.gguf");
+        std::fs::write(&model, b"older night's model").unwrap();
+        let sha = reverie_models::fetch::sha256_file(&model).unwrap();
+        let night = store.start_night().unwrap();
+        // Written before task outcomes were recorded: rates only.
+        let report = serde_json::json!({"verify": {"ok": true, "perplexity_after": 40.0, "tasks": [
+            {"family": "arithmetic", "level": 3, "tasks": 4, "before": 0.5, "after": 0.5}
+        ]}});
+        store
+            .update_night(night, reverie_store::NightStatus::Done, "deploy", &report)
+            .unwrap();
+        store
+            .add_checkpoint(model.to_str().unwrap(), &sha, Some(night), true)
+            .unwrap();
+        let m = Measured::of(&store, &model).unwrap().unwrap();
+        assert_eq!(m.perplexity, Some(40.0));
+        assert!(m.outcomes(Family::Arithmetic, 3, 4).is_none());
+    }
+
+    #[test]
     fn a_drop_beyond_the_allowance_is_a_regression() {
-        let c = |before, after| FamilyCheck {
-            family: "arithmetic".into(),
-            level: 2,
-            tasks: 8,
-            before,
-            after,
-            // Recorded for the report; the gate reads the rates.
-            paired: reverie_practice::Paired {
-                tasks: 8,
-                gained: 0,
-                lost: 0,
-                p_value: 1.0,
-            },
-        };
+        let c = |before, after| FamilyCheck::with_rates(Family::Arithmetic, 8, before, after);
         assert!(!c(0.5, 0.25).regressed(0.25));
         assert!(c(0.5, 0.125).regressed(0.25));
         assert!(!c(0.0, 1.0).regressed(0.0));

@@ -4,14 +4,14 @@
 //! the two runs face the same tasks and only the model differs; comparing
 //! task by task is then far less noisy than comparing two success rates.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::runner::Episode;
 
 /// Task-by-task comparison of two runs of the same tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Paired {
     /// Tasks attempted in both runs.
     pub tasks: usize,
@@ -35,23 +35,32 @@ impl Paired {
 /// Compares `before` and `after` on the tasks both attempted (matched by
 /// prompt; with several attempts at one prompt, the first of each run).
 pub fn paired(before: &[Episode], after: &[Episode]) -> Paired {
+    fn outcome(e: &Episode) -> (&str, bool) {
+        (e.task.prompt.as_str(), e.verdict.passed)
+    }
+    paired_outcomes(before.iter().map(outcome), after.iter().map(outcome))
+}
+
+/// [`paired`] on `(prompt, passed)` outcomes, such as a report recorded.
+pub fn paired_outcomes<'a>(
+    before: impl IntoIterator<Item = (&'a str, bool)>,
+    after: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Paired {
     let mut first: HashMap<&str, bool> = HashMap::new();
-    for e in before {
-        first
-            .entry(e.task.prompt.as_str())
-            .or_insert(e.verdict.passed);
+    for (prompt, passed) in before {
+        first.entry(prompt).or_insert(passed);
     }
     let (mut tasks, mut gained, mut lost) = (0, 0, 0);
-    let mut seen = std::collections::HashSet::new();
-    for e in after {
-        let Some(&was) = first.get(e.task.prompt.as_str()) else {
+    let mut seen = HashSet::new();
+    for (prompt, passed) in after {
+        let Some(&was) = first.get(prompt) else {
             continue;
         };
-        if !seen.insert(e.task.prompt.as_str()) {
+        if !seen.insert(prompt) {
             continue;
         }
         tasks += 1;
-        match (was, e.verdict.passed) {
+        match (was, passed) {
             (false, true) => gained += 1,
             (true, false) => lost += 1,
             _ => {}

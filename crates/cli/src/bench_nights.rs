@@ -31,7 +31,7 @@ pub struct NightsArgs {
     #[arg(long, default_value_t = 8)]
     practice: usize,
     /// Attempts per practice task (the night's baseline for each task).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = NightConfig::default().practice_samples)]
     samples: usize,
     /// Eval tasks per family, before and after.
     #[arg(long, default_value_t = 20)]

@@ -37,7 +37,7 @@ pub struct SleepArgs {
     /// (8 tasks by default; repeat for several families).
     #[arg(long = "practice", value_name = "FAMILY[:TASKS]")]
     practice: Vec<String>,
-    /// Attempts per practice task (default 4).
+    /// Attempts per practice task (default 6).
     #[arg(long)]
     practice_samples: Option<usize>,
 }

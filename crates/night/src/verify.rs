@@ -288,27 +288,35 @@ mod tests {
         );
     }
 
+    /// A night recorded with `report` that deployed `model.gguf` in `dir`;
+    /// returns the night's id.
+    fn deployed(store: &Store, dir: &Path, report: &serde_json::Value) -> i64 {
+        let model = dir.join("model.gguf");
+        let sha = reverie_models::fetch::sha256_file(&model).unwrap();
+        let night = store.start_night().unwrap();
+        store
+            .update_night(night, reverie_store::NightStatus::Done, "deploy", report)
+            .unwrap();
+        store
+            .add_checkpoint(model.to_str().unwrap(), &sha, Some(night), true)
+            .unwrap();
+        night
+    }
+
     #[test]
     fn the_old_model_is_measured_once_by_the_night_that_deployed_it() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let model = dir.path().join("model.gguf");
         std::fs::write(&model, b"night one's model").unwrap();
-        let sha = reverie_models::fetch::sha256_file(&model).unwrap();
         // A model no night deployed has nothing measured.
         assert!(Measured::of(&store, &model).unwrap().is_none());
 
-        let night = store.start_night().unwrap();
         let check = FamilyCheck::with_rates(Family::Arithmetic, 4, 0.25, 0.75);
         let report = serde_json::json!({"verify": {
             "ok": true, "perplexity_before": 40.0, "perplexity_after": 41.5, "tasks": [check],
         }});
-        store
-            .update_night(night, reverie_store::NightStatus::Done, "deploy", &report)
-            .unwrap();
-        store
-            .add_checkpoint(model.to_str().unwrap(), &sha, Some(night), true)
-            .unwrap();
+        let night = deployed(&store, dir.path(), &report);
         let m = Measured::of(&store, &model)
             .unwrap()
             .expect("measured by night 1");
@@ -333,18 +341,11 @@ mod tests {
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let model = dir.path().join("model.gguf");
         std::fs::write(&model, b"older night's model").unwrap();
-        let sha = reverie_models::fetch::sha256_file(&model).unwrap();
-        let night = store.start_night().unwrap();
         // Written before task outcomes were recorded: rates only.
         let report = serde_json::json!({"verify": {"ok": true, "perplexity_after": 40.0, "tasks": [
             {"family": "arithmetic", "level": 3, "tasks": 4, "before": 0.5, "after": 0.5}
         ]}});
-        store
-            .update_night(night, reverie_store::NightStatus::Done, "deploy", &report)
-            .unwrap();
-        store
-            .add_checkpoint(model.to_str().unwrap(), &sha, Some(night), true)
-            .unwrap();
+        deployed(&store, dir.path(), &report);
         let m = Measured::of(&store, &model).unwrap().unwrap();
         assert_eq!(m.perplexity, Some(40.0));
         assert!(m.outcomes(Family::Arithmetic, 3, 4).is_none());

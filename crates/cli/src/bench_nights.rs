@@ -11,7 +11,7 @@ use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
 use reverie_practice::{
-    paired, Episode, Family, Paired, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
+    paired, Episode, Family, Outcome, Paired, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
 use reverie_store::Store;
 
@@ -160,8 +160,9 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     let (trained_after, heldout_after) =
         (Tally::of(&trained_eps_after), Tally::of(&heldout_eps_after));
     // Same tasks, solved greedily: task by task is the fair comparison.
-    let trained_paired = paired(&trained_eps_before, &trained_eps_after);
-    let heldout_paired = paired(&heldout_eps_before, &heldout_eps_after);
+    let compare = |b: &[Episode], a: &[Episode]| paired(&Outcome::of(b), &Outcome::of(a));
+    let trained_paired = compare(&trained_eps_before, &trained_eps_after);
+    let heldout_paired = compare(&heldout_eps_before, &heldout_eps_after);
     let report = serde_json::json!({
         "model": base,
         "family": family.as_str(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
-use reverie_practice::{paired_outcomes, run_model, Episode, Family, Paired, RunConfig, EVAL_SEED};
+use reverie_practice::{paired, run_model, Family, Outcome, Paired, RunConfig, EVAL_SEED};
 use reverie_store::Store;
 use serde::{Deserialize, Serialize};
 
@@ -57,23 +57,6 @@ pub fn families_to_check(store: &Store, since_ms: i64) -> Result<Vec<(Family, u3
     Ok(out)
 }
 
-/// One verify task: its prompt and whether the model passed it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
-    pub prompt: String,
-    pub passed: bool,
-}
-
-fn outcomes(episodes: &[Episode]) -> Vec<Outcome> {
-    episodes
-        .iter()
-        .map(|e| Outcome {
-            prompt: e.task.prompt.clone(),
-            passed: e.verdict.passed,
-        })
-        .collect()
-}
-
 /// One family's success rate on the same tasks before and after the night.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FamilyCheck {
@@ -105,19 +88,13 @@ impl FamilyCheck {
     ) -> FamilyCheck {
         let rate =
             |o: &[Outcome]| o.iter().filter(|o| o.passed).count() as f64 / o.len().max(1) as f64;
-        let paired = paired_outcomes(
-            before_outcomes
-                .iter()
-                .map(|o| (o.prompt.as_str(), o.passed)),
-            after_outcomes.iter().map(|o| (o.prompt.as_str(), o.passed)),
-        );
         FamilyCheck {
             family: family.as_str().to_string(),
             level,
             tasks: after_outcomes.len(),
             before: rate(&before_outcomes),
             after: rate(&after_outcomes),
-            paired,
+            paired: paired(&before_outcomes, &after_outcomes),
             before_outcomes,
             after_outcomes,
             before_from_night,
@@ -218,7 +195,8 @@ pub fn task_success(
         on_family(i, family);
         let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
         let attempt = |model: &Path| {
-            run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel).map(|e| outcomes(&e))
+            run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)
+                .map(|e| Outcome::of(&e))
         };
         let known = earlier.and_then(|m| {
             m.outcomes(family, level, cfg.verify_tasks)

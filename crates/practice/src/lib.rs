@@ -19,7 +19,7 @@ pub mod tasker;
 
 pub use check::{check, Verdict};
 pub use family::{Family, Task};
-pub use paired::{paired, paired_outcomes, Paired};
+pub use paired::{paired, Outcome, Paired};
 pub use runner::{
     next_difficulty, run, run_model, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TASKER_SHARE,
     PRACTICE_TEMPERATURE,

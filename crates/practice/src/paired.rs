@@ -32,35 +32,44 @@ impl Paired {
     }
 }
 
-/// Compares `before` and `after` on the tasks both attempted (matched by
-/// prompt; with several attempts at one prompt, the first of each run).
-pub fn paired(before: &[Episode], after: &[Episode]) -> Paired {
-    fn outcome(e: &Episode) -> (&str, bool) {
-        (e.task.prompt.as_str(), e.verdict.passed)
-    }
-    paired_outcomes(before.iter().map(outcome), after.iter().map(outcome))
+/// One attempted task: its prompt and whether the answer passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub prompt: String,
+    pub passed: bool,
 }
 
-/// [`paired`] on `(prompt, passed)` outcomes, such as a report recorded.
-pub fn paired_outcomes<'a>(
-    before: impl IntoIterator<Item = (&'a str, bool)>,
-    after: impl IntoIterator<Item = (&'a str, bool)>,
-) -> Paired {
+impl Outcome {
+    /// The outcomes of `episodes`, in order.
+    pub fn of(episodes: &[Episode]) -> Vec<Outcome> {
+        episodes
+            .iter()
+            .map(|e| Outcome {
+                prompt: e.task.prompt.clone(),
+                passed: e.verdict.passed,
+            })
+            .collect()
+    }
+}
+
+/// Compares `before` and `after` on the tasks both attempted (matched by
+/// prompt; with several attempts at one prompt, the first of each run).
+pub fn paired(before: &[Outcome], after: &[Outcome]) -> Paired {
     let mut first: HashMap<&str, bool> = HashMap::new();
-    for (prompt, passed) in before {
-        first.entry(prompt).or_insert(passed);
+    for o in before {
+        first.entry(o.prompt.as_str()).or_insert(o.passed);
     }
     let (mut tasks, mut gained, mut lost) = (0, 0, 0);
     let mut seen = HashSet::new();
-    for (prompt, passed) in after {
-        let Some(&was) = first.get(prompt) else {
+    for o in after {
+        let Some(&was) = first.get(o.prompt.as_str()) else {
             continue;
         };
-        if !seen.insert(prompt) {
+        if !seen.insert(o.prompt.as_str()) {
             continue;
         }
         tasks += 1;
-        match (was, passed) {
+        match (was, o.passed) {
             (false, true) => gained += 1,
             (true, false) => lost += 1,
             _ => {}
@@ -91,28 +100,12 @@ fn mcnemar_exact(b: usize, c: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{mcnemar_exact, paired};
-    use crate::check::Verdict;
-    use crate::family::{Family, Task};
-    use crate::runner::Episode;
+    use super::{mcnemar_exact, paired, Outcome};
 
-    fn ep(prompt: &str, passed: bool) -> Episode {
-        Episode {
-            channel: String::new(),
-            task: Task {
-                family: Family::Arithmetic,
-                difficulty: 3,
-                seed: 1,
-                prompt: prompt.into(),
-                expected: String::new(),
-            },
-            verdict: Verdict {
-                passed,
-                why: String::new(),
-            },
-            reply: String::new(),
-            tool_calls: 0,
-            stopped: false,
+    fn ep(prompt: &str, passed: bool) -> Outcome {
+        Outcome {
+            prompt: prompt.into(),
+            passed,
         }
     }
 

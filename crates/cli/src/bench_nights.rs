@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::{run_night, NightConfig};
@@ -44,6 +45,9 @@ pub struct NightsArgs {
     /// The nights' learning rate (default: a night's own).
     #[arg(long)]
     lr: Option<f64>,
+    /// Optimizer steps each night takes at least (default: a night's own).
+    #[arg(long)]
+    min_steps: Option<usize>,
     /// ECHO on practice episodes (default: a night's own).
     #[arg(long)]
     practice_echo: Option<bool>,
@@ -64,6 +68,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     let bench = Home::new(home.root().join("bench").join(format!("nights-{stamp}")));
     std::fs::create_dir_all(bench.root())?;
     reverie_models::active::set_active(&bench, &base)?;
+    share_embedder(home, &bench)?;
     // Progress goes to stderr, so `--json` keeps stdout to the report.
     let say = |s: String| eprintln!("{s}");
     let measure = |model: &std::path::Path| -> anyhow::Result<(Vec<Episode>, Vec<Episode>)> {
@@ -97,6 +102,9 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(lr) = a.lr {
         night_cfg.train.optim.lr = lr;
+    }
+    if let Some(steps) = a.min_steps {
+        night_cfg.min_train_steps = steps;
     }
     if let Some(echo) = a.practice_echo {
         night_cfg.practice_echo = echo;
@@ -148,6 +156,9 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             "kept_reason": out.kept_reason,
             // Perplexity before and after, and the gate's task checks.
             "verify": out.report["verify"],
+            // Past tasks shown to the value model, how they were ranked,
+            // and how many distinct descriptions it was asked about.
+            "memory": out.report["memory"],
             "train_steps": out.report["train"]["steps"],
             "losses": out.report["train"]["losses"],
             "stage_seconds": out.report["seconds"],
@@ -172,6 +183,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "verify_tasks": a.verify,
         "lr": night_cfg.train.optim.lr,
         "practice_echo": night_cfg.practice_echo,
+        "min_train_steps": night_cfg.min_train_steps,
         "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
         "nights": per_night,
         "trained_before": trained_before.success(),
@@ -220,4 +232,79 @@ fn describe(p: &Paired) -> String {
         "{} tasks gained, {} lost, p = {:.3}",
         p.gained, p.lost, p.p_value
     )
+}
+
+/// Gives the bench's data folder the user's embedding model, so its value
+/// memory ranks past tasks as the user's own nights do (without it, word
+/// overlap). Files are hard-linked where the filesystem allows, else copied.
+fn share_embedder(home: &Home, bench: &Home) -> anyhow::Result<()> {
+    let from = reverie_embed::model_dir(home);
+    if !from.join("model.safetensors").exists() {
+        return Ok(());
+    }
+    let to = reverie_embed::model_dir(bench);
+    std::fs::create_dir_all(&to)?;
+    for entry in std::fs::read_dir(&from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let dest = to.join(entry.file_name());
+            // A copy onto a link to the same file would truncate the original.
+            if dest.exists() {
+                std::fs::remove_file(&dest)
+                    .with_context(|| format!("replacing {} in the bench", dest.display()))?;
+            }
+            if std::fs::hard_link(entry.path(), &dest).is_err() {
+                std::fs::copy(entry.path(), &dest).with_context(|| {
+                    format!("copying {} into the bench", entry.path().display())
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bench_shares_the_installed_embedder_and_does_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, bench) = (
+            Home::new(dir.path().join("home")),
+            Home::new(dir.path().join("bench")),
+        );
+        share_embedder(&home, &bench).unwrap();
+        assert!(
+            !reverie_embed::model_dir(&bench).exists(),
+            "nothing to share"
+        );
+
+        let installed = reverie_embed::model_dir(&home);
+        std::fs::create_dir_all(&installed).unwrap();
+        for (name, body) in [("model.safetensors", "weights"), ("tokenizer.json", "{}")] {
+            std::fs::write(installed.join(name), body).unwrap();
+        }
+        share_embedder(&home, &bench).unwrap();
+        let shared = reverie_embed::model_dir(&bench);
+        assert_eq!(
+            std::fs::read_to_string(shared.join("model.safetensors")).unwrap(),
+            "weights"
+        );
+        assert_eq!(
+            std::fs::read_to_string(shared.join("tokenizer.json")).unwrap(),
+            "{}"
+        );
+        // Sharing again leaves the user's files whole.
+        share_embedder(&home, &bench).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(installed.join("model.safetensors")).unwrap(),
+            "weights"
+        );
+        // Something in the way is named in the error.
+        std::fs::remove_file(shared.join("tokenizer.json")).unwrap();
+        std::fs::create_dir(shared.join("tokenizer.json")).unwrap();
+        let err = share_embedder(&home, &bench).unwrap_err();
+        assert!(format!("{err:#}").contains("tokenizer.json"), "{err:#}");
+    }
 }

@@ -185,7 +185,7 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }));
     checks.push(check("embedder", {
-        let dir = home.models().join("all-minilm-l6-v2");
+        let dir = reverie_embed::model_dir(home);
         if dir.join("model.safetensors").exists() {
             match reverie_embed::Embedder::load(&dir).and_then(|e| e.embed(&["ok"])) {
                 Ok(_) => Ok("all-MiniLM-L6-v2 loads; the value memory uses embeddings".to_string()),

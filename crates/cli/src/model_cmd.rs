@@ -65,7 +65,7 @@ pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// The sentence-embedding model (for the value model's memory).
-const EMBEDDER_ID: &str = "all-minilm-l6-v2";
+const EMBEDDER_ID: &str = reverie_embed::MODEL_KEY;
 
 fn fetch_cmd(home: &Home, id: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
     if id == Some(EMBEDDER_ID) {
@@ -159,9 +159,7 @@ fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 output::bytes(m.size)
             );
         }
-        let emb = home
-            .models()
-            .join(EMBEDDER_ID)
+        let emb = reverie_embed::model_dir(home)
             .join("model.safetensors")
             .exists();
         println!(

@@ -520,6 +520,18 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
             assert_eq!(a > 0.0, t["reward"] == 1.0, "{report}");
         }
     }
+    // The value model is asked once per description: the attempts of one
+    // task share its prediction, tokens and all.
+    let preds = report["predictions"].as_array().unwrap();
+    let mut distinct = std::collections::HashMap::new();
+    for (t, p) in tasks.iter().zip(preds) {
+        let first = distinct
+            .entry(t["description"].as_str().unwrap())
+            .or_insert(p);
+        assert_eq!(*first, p, "{report}");
+    }
+    assert!(distinct.len() < tasks.len(), "{report}");
+    assert_eq!(report["memory"]["asked"], distinct.len(), "{report}");
     // The verify stage measured the practised family and the held-out one
     // on the old and the new model.
     let checks = report["verify"]["tasks"].as_array().unwrap();

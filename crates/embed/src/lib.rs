@@ -33,8 +33,14 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// The name embeddings of this model are cached under in the store.
+/// The name embeddings of this model are cached under in the store, and
+/// its folder under the home's models.
 pub const MODEL_KEY: &str = "all-minilm-l6-v2";
+
+/// Where `reverie model fetch all-minilm-l6-v2` installs the model.
+pub fn model_dir(home: &reverie_core::Home) -> std::path::PathBuf {
+    home.models().join(MODEL_KEY)
+}
 
 /// Embeddings of `texts`, read from the store's cache where present and
 /// computed (then cached) where not.

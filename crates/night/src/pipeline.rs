@@ -1,5 +1,6 @@
 //! The stages of a night, persisted in the night record after each one.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -320,20 +321,30 @@ fn stages(
             let similarity = Similarity::new(home, store);
             night.report["memory"] =
                 json!({"entries": mem.entries.len(), "similarity": similarity.kind()});
+            // The memory is frozen for the night, so a prediction depends on
+            // the description alone: the attempts of one practice task ask once.
+            let mut asked: HashMap<&str, Option<Prediction>> = HashMap::new();
             let mut preds: Vec<Option<Prediction>> = Vec::new();
             for (i, task) in tasks.iter().enumerate() {
                 night.item(Stage::Predict, i, tasks.len(), task.description.clone())?;
-                match mem.predict(&engine, &task.description, cfg, &similarity) {
-                    Ok(p) => preds.push(Some(p)),
+                if let Some(p) = asked.get(task.description.as_str()) {
+                    preds.push(p.clone());
+                    continue;
+                }
+                let p = match mem.predict(&engine, &task.description, cfg, &similarity) {
+                    Ok(p) => Some(p),
                     Err(why) => {
                         night.note(
                             Stage::Predict,
                             format!("no prediction for {:?}: {why}", task.description),
                         );
-                        preds.push(None);
+                        None
                     }
-                }
+                };
+                asked.insert(&task.description, p.clone());
+                preds.push(p);
             }
+            night.report["memory"]["asked"] = json!(asked.len());
             night.report["predictions"] = serde_json::to_value(&preds).map_err(io)?;
             night.finish(Stage::Predict, t)?;
         }

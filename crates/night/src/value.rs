@@ -109,7 +109,7 @@ pub struct Similarity<'s> {
 
 impl<'s> Similarity<'s> {
     pub fn new(home: &reverie_core::Home, store: &'s reverie_store::Store) -> Similarity<'s> {
-        let dir = home.models().join("all-minilm-l6-v2");
+        let dir = reverie_embed::model_dir(home);
         let embedder = dir
             .join("model.safetensors")
             .exists()
@@ -123,7 +123,7 @@ impl<'s> Similarity<'s> {
 
     pub fn kind(&self) -> &'static str {
         if self.embedder.is_some() {
-            "all-minilm-l6-v2"
+            reverie_embed::MODEL_KEY
         } else {
             "word-overlap"
         }

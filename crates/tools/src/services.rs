@@ -36,7 +36,7 @@ impl Services {
     pub fn new(home: &Home) -> Services {
         Services {
             workspaces: home.workspaces(),
-            embedder_dir: home.models().join("all-minilm-l6-v2"),
+            embedder_dir: reverie_embed::model_dir(home),
             embedder: OnceLock::new(),
             jobs: JobTable::new(home.jobs()),
             camera: default_camera(),

@@ -51,6 +51,9 @@ pub struct NightsArgs {
     /// ECHO on practice episodes (default: a night's own).
     #[arg(long)]
     practice_echo: Option<bool>,
+    /// Sampling temperature of the practice attempts.
+    #[arg(long, default_value_t = PRACTICE_TEMPERATURE)]
+    temperature: f32,
     #[arg(long)]
     json: bool,
 }
@@ -113,15 +116,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     for i in 0..a.nights {
         let t = Instant::now();
         let model = reverie_models::active::resolve(&bench, None)?;
-        let mut cfg = practice_config(
-            &bench,
-            family,
-            a.practice,
-            None,
-            None,
-            PRACTICE_TEMPERATURE,
-            8,
-        )?;
+        let mut cfg = practice_config(&bench, family, a.practice, None, None, a.temperature, 8)?;
         cfg.samples = a.samples;
         let practised = Tally::of(&episodes(&bench, &model, &cfg)?);
         let practice_s = t.elapsed().as_secs_f64();
@@ -183,6 +178,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "verify_tasks": a.verify,
         "lr": night_cfg.train.optim.lr,
         "practice_echo": night_cfg.practice_echo,
+        "practice_temperature": a.temperature,
         "min_train_steps": night_cfg.min_train_steps,
         "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
         "nights": per_night,

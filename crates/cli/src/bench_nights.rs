@@ -48,6 +48,10 @@ pub struct NightsArgs {
     /// Optimizer steps each night takes at least (default: a night's own).
     #[arg(long)]
     min_steps: Option<usize>,
+    /// Scale of a failed attempt's negative advantage (default: a night's
+    /// own; 1 pushes failed attempts down as hard as passes are pulled up).
+    #[arg(long)]
+    failed_weight: Option<f32>,
     /// ECHO on practice episodes (default: a night's own).
     #[arg(long)]
     practice_echo: Option<bool>,
@@ -109,6 +113,9 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     if let Some(steps) = a.min_steps {
         night_cfg.min_train_steps = steps;
     }
+    if let Some(w) = a.failed_weight {
+        night_cfg.failed_attempt_weight = w;
+    }
     if let Some(echo) = a.practice_echo {
         night_cfg.practice_echo = echo;
     }
@@ -155,6 +162,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             // and how many distinct descriptions it was asked about.
             "memory": out.report["memory"],
             "train_steps": out.report["train"]["steps"],
+            "train_sequences": out.report["train"]["sequences"],
+            "without_signal": out.report["train"]["without_signal"],
             "losses": out.report["train"]["losses"],
             "stage_seconds": out.report["seconds"],
             "practice_seconds": practice_s,
@@ -178,6 +187,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         "verify_tasks": a.verify,
         "lr": night_cfg.train.optim.lr,
         "practice_echo": night_cfg.practice_echo,
+        "failed_attempt_weight": night_cfg.failed_attempt_weight,
         "practice_temperature": a.temperature,
         "min_train_steps": night_cfg.min_train_steps,
         "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),

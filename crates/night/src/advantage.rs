@@ -1,7 +1,8 @@
 //! Advantage = reward − predicted reward, with the turn delta folded into
 //! the reward of solved sub-tasks only (fewer turns is better only when the
 //! task succeeded). Attempts of one practice task are compared with each
-//! other instead, and the understanding pass adds a second opinion.
+//! other instead (by default only those that did better than the group
+//! count), and the understanding pass adds a second opinion.
 
 use std::collections::HashMap;
 
@@ -14,7 +15,7 @@ use crate::value::Prediction;
 /// Every task's advantage, `None` where there is nothing to compare with:
 /// - one of two or more attempts of a practice task: its reward against
 ///   the group's baseline ([`group_baseline`]), which is measured, not
-///   guessed;
+///   guessed; below the baseline, scaled by `cfg.failed_attempt_weight`;
 /// - otherwise its reward against the value model's prediction
 ///   ([`advantage`]);
 /// - then, where the understanding pass scored the task, the mean of that
@@ -40,7 +41,12 @@ pub fn task_advantages(
             let group = t.group.as_deref().and_then(|g| groups.get(g));
             let task = match (group, preds.get(i).and_then(Option::as_ref)) {
                 (Some(rs), _) if rs.len() >= 2 => {
-                    Some(t.reward - group_baseline(rs, cfg.train.loss.beta1))
+                    let a = t.reward - group_baseline(rs, cfg.train.loss.beta1);
+                    Some(if a < 0.0 && t.checked {
+                        a * cfg.failed_attempt_weight
+                    } else {
+                        a
+                    })
                 }
                 (_, Some(p)) => Some(advantage(
                     t.reward,
@@ -148,6 +154,33 @@ mod tests {
         );
         assert!((advs[5].unwrap() - 0.25).abs() < 1e-6);
         assert_eq!(advs[6], None, "no group and no prediction");
+    }
+
+    #[test]
+    fn a_failed_checked_attempt_weighs_what_the_config_says() {
+        let checked = |reward| JudgedTask {
+            checked: true,
+            ..task(reward, Some("a"))
+        };
+        let tasks = [checked(1.0), checked(0.0), checked(0.0)];
+        let advs = |w| {
+            let cfg = NightConfig {
+                failed_attempt_weight: w,
+                ..NightConfig::default()
+            };
+            task_advantages(&tasks, &[None, None, None], &[None; 3], &cfg)
+        };
+        let full = advs(1.0);
+        let (pass, fail) = (full[0].unwrap(), full[1].unwrap());
+        assert!(pass > 0.0 && fail < 0.0);
+        assert_eq!(
+            advs(0.0),
+            vec![Some(pass), Some(0.0), Some(0.0)],
+            "the default learns from the pass only"
+        );
+        let half = advs(0.5);
+        assert!((half[0].unwrap() - pass).abs() < 1e-6);
+        assert!((half[1].unwrap() - fail / 2.0).abs() < 1e-6);
     }
 
     #[test]

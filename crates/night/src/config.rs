@@ -18,6 +18,15 @@ pub struct NightConfig {
     /// night trains on the verdicts.
     pub practice: Vec<PracticeBatch>,
     pub practice_samples: usize,
+    /// Scale of the negative advantage of a checked attempt that did worse
+    /// than its group (a failed practice attempt, a tasker's task that was
+    /// too easy or too hard). At 1 it counts like a pass: on the default
+    /// model, pushing whole failed attempts down moved mass onto other
+    /// non-answers (calls in code fences, copies of the calculator's
+    /// output or of a tool error), and nights that broke the answer format
+    /// were refused at verify. At 0 a night learns from what worked only;
+    /// the token marks on repeated calls and stray ends still apply.
+    pub failed_attempt_weight: f32,
     /// Messages per judge window.
     pub window: usize,
     /// Extra judge or value attempts (new seed) after an invalid answer.
@@ -92,6 +101,7 @@ impl Default for NightConfig {
         NightConfig {
             practice: Vec::new(),
             practice_samples: 6,
+            failed_attempt_weight: 0.0,
             window: 10,
             retries: 2,
             memory_k: 5,

@@ -404,10 +404,17 @@ fn stages(
     if !night.done(Stage::Train) || !night.done(Stage::Export) {
         let advs: Vec<Option<f32>> =
             serde_json::from_value(night.report["advantages"].clone()).unwrap_or_default();
-        let seqs = sequences(store, &tasks, &preds, &advs, cfg)?;
+        let all = sequences(store, &tasks, &preds, &advs, cfg)?;
+        let n_all = all.len();
+        // Attempts no better and no worse than their group teach nothing.
+        let seqs: Vec<Sequence> = all
+            .into_iter()
+            .filter(|s| s.carries_signal(&cfg.train.loss))
+            .collect();
         if seqs.is_empty() {
-            let why =
-                "nothing to train on tonight (no judged sub-task with a prediction)".to_string();
+            let why = format!(
+                "nothing to train on tonight: {n_all} sequences, none with an advantage, a mark or a reward"
+            );
             night.note(Stage::Train, why.clone());
             night.report["deploy"] = json!({"kept": why});
             return Ok(NightOutcome {
@@ -450,6 +457,7 @@ fn stages(
             night.report["train"] = json!({
                 "data": data,
                 "sequences": n_seqs,
+                "without_signal": n_all - n_seqs,
                 "steps": trainer.step_index(),
                 "losses": reports.iter().map(|r| r.loss).collect::<Vec<_>>(),
                 "tokens": reports.iter().map(|r| r.tokens).sum::<usize>(),

@@ -28,6 +28,22 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// Whether training on the sequence under `cfg` can move the adapter:
+    /// it has a policy advantage (or a reward its group turns into one), a
+    /// token mark, or tokens of an ECHO term that is on. Any other sequence
+    /// costs a forward and a backward pass for a gradient of zero.
+    pub fn carries_signal(&self, cfg: &crate::loss::LossConfig) -> bool {
+        let echo = |r: &TokenRole| match r {
+            TokenRole::Env => cfg.lambda_env > 0.0,
+            TokenRole::User => cfg.lambda_user > 0.0,
+            _ => false,
+        };
+        self.advantage.abs() > 1e-6
+            || self.reward.is_some()
+            || !self.token_advantages.is_empty()
+            || self.roles.iter().skip(1).any(echo)
+    }
+
     pub fn validate(&self, n_vocab: usize, line: usize) -> Result<(), TrainError> {
         let bad = |m: String| Err(TrainError::Data(format!("sequence {line}: {m}")));
         if self.ids.len() != self.roles.len() {
@@ -191,6 +207,41 @@ mod tests {
             lone[0].advantage, 9.0,
             "a group of one keeps the caller's advantage"
         );
+    }
+
+    #[test]
+    fn a_sequence_without_advantage_mark_or_echo_tokens_carries_no_signal() {
+        let cfg = crate::loss::LossConfig::default();
+        let silent = Sequence {
+            ids: vec![1, 2, 3],
+            roles: vec![TokenRole::Context, TokenRole::Action, TokenRole::Action],
+            advantage: 0.0,
+            reward: None,
+            group: None,
+            token_advantages: vec![],
+        };
+        assert!(!silent.carries_signal(&cfg));
+        let with = |f: &dyn Fn(&mut Sequence)| {
+            let mut s = silent.clone();
+            f(&mut s);
+            s.carries_signal(&cfg)
+        };
+        assert!(with(&|s| s.advantage = -0.3));
+        assert!(
+            with(&|s| s.reward = Some(0.0)),
+            "its group sets the advantage"
+        );
+        assert!(with(&|s| s.token_advantages = vec![(2, -1.0)]));
+        assert!(with(&|s| s.roles[2] = TokenRole::Env));
+        // The first token is never predicted, so its role teaches nothing.
+        assert!(!with(&|s| s.roles[0] = TokenRole::Env));
+        let no_echo = crate::loss::LossConfig {
+            lambda_env: 0.0,
+            ..cfg.clone()
+        };
+        let mut env = silent.clone();
+        env.roles[2] = TokenRole::Env;
+        assert!(!env.carries_signal(&no_echo));
     }
 
     #[test]

@@ -622,7 +622,9 @@ fn with_task_checks(
 /// token that ended a turn by mistake is marked, and so is every token of
 /// a call that repeated the one before it to no effect. Each value
 /// prediction is a sequence rewarded for the accuracy of the grade it
-/// wrote.
+/// wrote; the attempts of one practice task share one prediction, which
+/// becomes one sequence rewarded by its mean accuracy over them (one copy
+/// per attempt cost a pass each and weighed a task by its attempt count).
 fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -631,6 +633,8 @@ fn sequences(
     cfg: &NightConfig,
 ) -> Result<Vec<Sequence>, NightError> {
     let mut out = Vec::new();
+    // Value answer tokens → (its sequence in `out`, accuracies so far).
+    let mut answers: HashMap<&[i32], (usize, Vec<f32>)> = HashMap::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
         let Some(adv) = adv else { continue };
         let msgs = store.messages(ChannelId(task.channel))?;
@@ -676,17 +680,21 @@ fn sequences(
                 token_advantages: marks,
             });
         }
-        if let Some(p) = pred {
-            if p.tokens.len() >= 2 {
+        if let Some(p) = pred.as_ref().filter(|p| p.tokens.len() >= 2) {
+            let accuracy = 1.0 - (p.answered() - task.reward).abs();
+            let (at, seen) = answers.entry(&p.tokens.ids).or_insert_with(|| {
                 out.push(Sequence {
                     ids: p.tokens.ids.clone(),
                     roles: p.tokens.roles.clone(),
                     advantage: 0.0,
-                    reward: Some(1.0 - (p.answered() - task.reward).abs()),
+                    reward: None,
                     group: Some("value-model".into()),
                     token_advantages: vec![],
                 });
-            }
+                (out.len() - 1, Vec::new())
+            });
+            seen.push(accuracy);
+            out[*at].reward = Some(seen.iter().sum::<f32>() / seen.len() as f32);
         }
     }
     Ok(out)
@@ -788,6 +796,72 @@ mod tests {
         // ids 1 2 3 4 5 6 7 8: the reply [4, 5] ended at position 4
         assert_eq!(seqs[0].token_advantages, vec![(4, -1.0)]);
         assert_eq!(seqs[0].ids[4], 5);
+    }
+
+    #[test]
+    fn a_value_answer_shared_by_attempts_is_one_sequence_with_their_mean_accuracy() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let made = std::cell::Cell::new(0);
+        let attempt = |reward| {
+            made.set(made.get() + 1);
+            let ch = store
+                .create_channel(&format!("attempt {}", made.get()))
+                .unwrap();
+            let mut s = TokenSpan::default();
+            s.push(1, TokenRole::User, None);
+            store
+                .append_message(ch, MessageRole::User, "q", &s)
+                .unwrap();
+            JudgedTask {
+                channel: ch.0,
+                description: "practice: q".into(),
+                first: 0,
+                last: 0,
+                turns: 1,
+                reward,
+                reason: String::new(),
+                group: Some("q".into()),
+                checked: true,
+            }
+        };
+        let answer = |ids: &[i32], answered| {
+            let mut tokens = TokenSpan::default();
+            for &i in ids {
+                tokens.push(i, TokenRole::Action, Some(-0.1));
+            }
+            Some(crate::value::Prediction {
+                reward: 0.5,
+                turns: 1,
+                tokens,
+                answered: Some(answered),
+            })
+        };
+        let tasks = [attempt(1.0), attempt(0.0), attempt(0.0), attempt(1.0)];
+        let shared = answer(&[7, 8, 9], 0.25);
+        let preds = [
+            shared.clone(),
+            shared.clone(),
+            shared,
+            answer(&[7, 8, 10], 1.0),
+        ];
+        let seqs = sequences(
+            &store,
+            &tasks,
+            &preds,
+            &[Some(0.0); 4],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        let value: Vec<&Sequence> = seqs
+            .iter()
+            .filter(|s| s.group.as_deref() == Some("value-model"))
+            .collect();
+        assert_eq!(value.len(), 2, "{seqs:?}");
+        assert_eq!(value[0].ids, [7, 8, 9]);
+        // Accuracies 0.25, 0.75 and 0.75 for the grade 0.25.
+        assert!((value[0].reward.unwrap() - 1.75 / 3.0).abs() < 1e-6);
+        assert_eq!(value[1].reward, Some(1.0));
     }
 
     #[test]

@@ -29,13 +29,13 @@ pub struct NightsArgs {
     #[arg(long, default_value_t = 3)]
     nights: usize,
     /// Practice tasks per night.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 12)]
     practice: usize,
     /// Attempts per practice task (the night's baseline for each task).
     #[arg(long, default_value_t = NightConfig::default().practice_samples)]
     samples: usize,
     /// Eval tasks per family, before and after.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 30)]
     eval: usize,
     /// Tasks per family in each night's own verify gate (0: off, so every
     /// night deploys whatever it trained). On by default, like a real

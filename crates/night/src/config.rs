@@ -26,6 +26,11 @@ pub struct NightConfig {
     /// output or of a tool error), and nights that broke the answer format
     /// were refused at verify. At 0 a night learns from what worked only;
     /// the token marks on repeated calls and stray ends still apply.
+    /// Measured on the default model, arithmetic, 30 greedy eval tasks,
+    /// three nights of 12 practice tasks × 6 attempts at a learning rate of
+    /// 2e-4: at 0, every night deployed and 15/30 → 23/30 (8 gained, none
+    /// lost); at 1 (and 1e-4), the first night was refused and three
+    /// nights gave 17/30.
     pub failed_attempt_weight: f32,
     /// Messages per judge window.
     pub window: usize,
@@ -94,8 +99,14 @@ pub struct NightConfig {
 
 impl Default for NightConfig {
     fn default() -> Self {
+        // A night learns from a few dozen sequences in eight steps: twice
+        // the trainer's own learning rate (measured in `bench nights`).
         let train = reverie_train::TrainConfig {
             checkpoint_every: 1,
+            optim: reverie_train::optim::OptimConfig {
+                lr: 2e-4,
+                ..Default::default()
+            },
             ..reverie_train::TrainConfig::default()
         };
         NightConfig {

@@ -406,7 +406,7 @@ fn stages(
             serde_json::from_value(night.report["advantages"].clone()).unwrap_or_default();
         let all = sequences(store, &tasks, &preds, &advs, cfg)?;
         let n_all = all.len();
-        // Attempts no better and no worse than their group teach nothing.
+        // An unmarked attempt no better than its group teaches nothing.
         let seqs: Vec<Sequence> = all
             .into_iter()
             .filter(|s| s.carries_signal(&cfg.train.loss))

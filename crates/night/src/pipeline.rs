@@ -633,8 +633,8 @@ fn sequences(
     cfg: &NightConfig,
 ) -> Result<Vec<Sequence>, NightError> {
     let mut out = Vec::new();
-    // Value answer tokens → (its sequence in `out`, accuracies so far).
-    let mut answers: HashMap<&[i32], (usize, Vec<f32>)> = HashMap::new();
+    // Value answer tokens → (its sequence in `out`, sum and count of accuracies).
+    let mut answers: HashMap<&[i32], (usize, f32, f32)> = HashMap::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
         let Some(adv) = adv else { continue };
         let msgs = store.messages(ChannelId(task.channel))?;
@@ -682,7 +682,7 @@ fn sequences(
         }
         if let Some(p) = pred.as_ref().filter(|p| p.tokens.len() >= 2) {
             let accuracy = 1.0 - (p.answered() - task.reward).abs();
-            let (at, seen) = answers.entry(&p.tokens.ids).or_insert_with(|| {
+            let (at, sum, n) = answers.entry(&p.tokens.ids).or_insert_with(|| {
                 out.push(Sequence {
                     ids: p.tokens.ids.clone(),
                     roles: p.tokens.roles.clone(),
@@ -691,10 +691,11 @@ fn sequences(
                     group: Some("value-model".into()),
                     token_advantages: vec![],
                 });
-                (out.len() - 1, Vec::new())
+                (out.len() - 1, 0.0, 0.0)
             });
-            seen.push(accuracy);
-            out[*at].reward = Some(seen.iter().sum::<f32>() / seen.len() as f32);
+            *sum += accuracy;
+            *n += 1.0;
+            out[*at].reward = Some(*sum / *n);
         }
     }
     Ok(out)

@@ -33,15 +33,10 @@ impl Sequence {
     /// token mark, or tokens of an ECHO term that is on. Any other sequence
     /// costs a forward and a backward pass for a gradient of zero.
     pub fn carries_signal(&self, cfg: &crate::loss::LossConfig) -> bool {
-        let echo = |r: &TokenRole| match r {
-            TokenRole::Env => cfg.lambda_env > 0.0,
-            TokenRole::User => cfg.lambda_user > 0.0,
-            _ => false,
-        };
         self.advantage.abs() > 1e-6
             || self.reward.is_some()
             || !self.token_advantages.is_empty()
-            || self.roles.iter().skip(1).any(echo)
+            || self.roles.iter().skip(1).any(|&r| cfg.echoes(r))
     }
 
     pub fn validate(&self, n_vocab: usize, line: usize) -> Result<(), TrainError> {

@@ -43,6 +43,18 @@ impl Default for LossConfig {
     }
 }
 
+impl LossConfig {
+    /// Whether an ECHO term reads tokens of `role` (environment or user
+    /// tokens whose weight is not 0).
+    pub fn echoes(&self, role: TokenRole) -> bool {
+        match role {
+            TokenRole::Env => self.lambda_env > 0.0,
+            TokenRole::User => self.lambda_user > 0.0,
+            _ => false,
+        }
+    }
+}
+
 /// The terms of one sequence's loss, as numbers for logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct LossTerms {
@@ -69,12 +81,7 @@ fn mask(seq: &Sequence, role: TokenRole, device: &Device) -> Result<(Tensor, usi
 pub fn scored_positions(seq: &Sequence, cfg: &LossConfig) -> Vec<bool> {
     let mut scored: Vec<bool> = seq.roles[1..]
         .iter()
-        .map(|r| match r {
-            TokenRole::Action => true,
-            TokenRole::Env => cfg.lambda_env > 0.0,
-            TokenRole::User => cfg.lambda_user > 0.0,
-            _ => false,
-        })
+        .map(|&r| r == TokenRole::Action || cfg.echoes(r))
         .collect();
     for &(pos, _) in &seq.token_advantages {
         if let Some(s) = pos.checked_sub(1).and_then(|j| scored.get_mut(j)) {

@@ -56,14 +56,6 @@ fn channel_named(app: &App, name: &str) -> Reply<reverie_store::Channel> {
     }
 }
 
-fn check_name(name: &str) -> Reply<String> {
-    let name = name.trim();
-    if name.is_empty() || name.len() > 80 {
-        return refuse("a channel name is 1 to 80 characters");
-    }
-    Ok(name.to_string())
-}
-
 #[tauri::command]
 pub async fn list_channels(app: State<'_, Arc<App>>) -> Reply<Vec<ChannelView>> {
     Ok(app
@@ -76,14 +68,12 @@ pub async fn list_channels(app: State<'_, Arc<App>>) -> Reply<Vec<ChannelView>> 
 
 #[tauri::command]
 pub async fn create_channel(app: State<'_, Arc<App>>, name: String) -> Reply<ChannelView> {
-    let name = check_name(&name)?;
     let id = app.store.create_channel(&name)?;
     Ok(channel_view(app.store.channel(id)?))
 }
 
 #[tauri::command]
 pub async fn rename_channel(app: State<'_, Arc<App>>, name: String, new_name: String) -> Reply<()> {
-    let new_name = check_name(&new_name)?;
     let c = channel_named(&app, &name)?;
     if let Some(rt) = app.loaded() {
         rt.agent.reopen(&name);
@@ -225,15 +215,6 @@ pub async fn stop_generation(app: State<'_, Arc<App>>, name: String) -> Reply<()
     Ok(())
 }
 
-/// Retracts the channel from `from` on and reopens its agent on what is left.
-fn retract(app: &App, channel: &reverie_store::Channel, from: MessageId) -> Reply<()> {
-    if let Some(rt) = app.loaded() {
-        rt.agent.reopen(&channel.name);
-    }
-    app.store.retract_from(channel.id, from)?;
-    Ok(())
-}
-
 /// Takes back the last reply and asks the same question again.
 #[tauri::command]
 pub async fn regenerate(
@@ -241,13 +222,7 @@ pub async fn regenerate(
     name: String,
     on_event: Channel<ChatEvent>,
 ) -> Reply<()> {
-    let c = channel_named(&app, &name)?;
-    let msgs = app.store.messages(c.id)?;
-    let Some(last_user) = msgs.iter().rev().find(|m| m.role == MessageRole::User) else {
-        return refuse("there is no message to answer again in this channel");
-    };
-    let text = last_user.text.clone();
-    retract(&app, &c, last_user.id)?;
+    let text = app.runtime()?.agent.take_back_last_question(&name)?;
     start_turn(&app, &name, text, on_event)
 }
 
@@ -262,17 +237,9 @@ pub async fn edit_message(
     text: String,
     on_event: Channel<ChatEvent>,
 ) -> Reply<()> {
-    let c = channel_named(&app, &name)?;
-    let msgs = app.store.messages(c.id)?;
-    match msgs.iter().find(|m| m.id.0 == message) {
-        Some(m) if m.role == MessageRole::User => {}
-        Some(_) => return refuse("only your own messages can be edited"),
-        None => return refuse(format!("message {message} is not in channel {name:?}")),
-    }
-    if text.trim().is_empty() {
-        return refuse("the message is empty");
-    }
-    retract(&app, &c, MessageId(message))?;
+    app.runtime()?
+        .agent
+        .take_back_for_edit(&name, MessageId(message), &text)?;
     start_turn(&app, &name, text, on_event)
 }
 
@@ -281,37 +248,6 @@ pub struct SavedAttachment {
     /// Where the agent finds it, relative to the channel's workspace.
     pub path: String,
     pub bytes: usize,
-}
-
-/// Where an attached file goes: `attachments/` in the workspace, under its
-/// own name (folders and control characters taken out), numbered when the
-/// name is taken.
-fn attachment_path(workspace: &std::path::Path, file_name: &str) -> Reply<std::path::PathBuf> {
-    let safe: String = std::path::Path::new(file_name)
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default()
-        .chars()
-        .map(|ch| if ch.is_control() { '_' } else { ch })
-        .collect();
-    if safe.is_empty() || safe.starts_with('.') {
-        return refuse(format!(
-            "{file_name:?} is not a usable file name; rename the file"
-        ));
-    }
-    let dir = workspace.join("attachments");
-    std::fs::create_dir_all(&dir)?;
-    let (stem, ext) = match safe.rsplit_once('.') {
-        Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
-        _ => (safe.clone(), String::new()),
-    };
-    let mut target = dir.join(&safe);
-    let mut n = 1;
-    while target.exists() {
-        n += 1;
-        target = dir.join(format!("{stem}-{n}{ext}"));
-    }
-    Ok(target)
 }
 
 /// Saves a file the person attached into the channel's workspace under
@@ -333,48 +269,10 @@ pub async fn save_attachment(
     } else {
         std::path::PathBuf::from(&c.workspace)
     };
-    let target = attachment_path(&workspace, &file_name)?;
-    let dir = target.parent().expect("inside attachments/").to_path_buf();
-    let tmp = dir.join(format!(
-        ".{}.partial",
-        target.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::write(&tmp, &bytes)?;
-    std::fs::rename(&tmp, &target)?;
+    let workspace = reverie_tools::Workspace::open(&workspace)?;
+    let path = reverie_tools::attachments::save_attachment(&workspace, &file_name, &bytes)?;
     Ok(SavedAttachment {
-        path: format!(
-            "attachments/{}",
-            target.file_name().unwrap().to_string_lossy()
-        ),
+        path,
         bytes: bytes.len(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attachments_keep_their_name_inside_the_workspace_and_never_overwrite() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = attachment_path(dir.path(), "../../etc/report.pdf").unwrap();
-        assert_eq!(first, dir.path().join("attachments/report.pdf"));
-        std::fs::write(&first, b"x").unwrap();
-        let second = attachment_path(dir.path(), "report.pdf").unwrap();
-        assert_eq!(second, dir.path().join("attachments/report-2.pdf"));
-        let odd = attachment_path(dir.path(), "a\nb.txt").unwrap();
-        assert_eq!(odd.file_name().unwrap(), "a_b.txt");
-    }
-
-    #[test]
-    fn unusable_names_are_refused_with_what_to_do() {
-        let dir = tempfile::tempdir().unwrap();
-        for bad in ["", "..", ".hidden", "/"] {
-            let e = attachment_path(dir.path(), bad).unwrap_err();
-            assert!(e.0.contains("rename the file"), "{bad:?}: {}", e.0);
-        }
-        assert!(check_name("  ").is_err());
-        assert!(check_name(&"x".repeat(81)).is_err());
-        assert_eq!(check_name(" ideas ").unwrap(), "ideas");
-    }
 }

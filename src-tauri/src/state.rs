@@ -84,6 +84,17 @@ impl App {
     }
 
     /// The model file the app runs (or would run), if one exists.
+    /// What the window's options change in the night: the launch's GPU
+    /// layers and the settings' practice batches.
+    pub fn night_overrides(&self) -> reverie_night::NightOverrides {
+        let gpu_layers = lock(&self.launch).gpu_layers;
+        reverie_night::NightOverrides {
+            gpu_layers: (gpu_layers > 0).then_some(gpu_layers),
+            practice: self.settings().practice,
+            practice_samples: None,
+        }
+    }
+
     pub fn model_path(&self) -> Option<PathBuf> {
         let explicit = lock(&self.launch).model.clone();
         reverie_models::active::resolve(&self.home, explicit.as_deref()).ok()
@@ -102,15 +113,7 @@ impl App {
         }
         let launch = lock(&self.launch).clone();
         let path = reverie_models::active::resolve(&self.home, launch.model.as_deref())?;
-        let mut config = EngineConfig {
-            slots: 4,
-            n_ctx: launch.ctx,
-            gpu_layers: launch.gpu_layers,
-            ..EngineConfig::default()
-        };
-        if let Some(t) = launch.threads {
-            config.threads = t.max(1);
-        }
+        let config = EngineConfig::sized(4, launch.ctx, launch.gpu_layers, launch.threads);
         let engine = Arc::new(
             Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))?,
         );

@@ -1,3 +1,5 @@
+import type { FamilyCheck, LossTerms, NightReport, Stage } from "./nightReport";
+
 // Mirrors of what the Rust commands send (src-tauri/src/*.rs).
 
 export type StopReason =
@@ -162,47 +164,9 @@ export interface EpisodeView {
   token_text: boolean;
 }
 
-export interface Loss {
-  total: number;
-  oapl: number;
-  env: number;
-  user: number;
-}
-
-export interface FamilyCheck {
-  family: string;
-  level: number;
-  tasks: number;
-  before: number;
-  after: number;
-}
-
-export interface NightReport {
-  summary?: {
-    tasks: number;
-    mean_reward: number | null;
-    mean_predicted: number | null;
-    mean_abs_prediction_error: number | null;
-  };
-  counts?: { messages: number; channels: number };
-  seconds?: Record<string, number>;
-  train?: { steps: number; losses: Loss[]; tokens: number };
-  advantages?: (number | null)[];
-  /** One line per practice batch: family, level, attempts passed. */
-  practice?: string[];
-  verify?: {
-    ok: boolean;
-    why?: string;
-    perplexity_before?: number;
-    perplexity_after?: number;
-    /** Success on the same tasks with the old and the new model. */
-    tasks?: FamilyCheck[];
-  };
-  deploy?: { checkpoint?: number; path?: string; kept?: string };
-  notes?: { stage: string; message: string }[];
-  cancelled?: boolean;
-  error?: string;
-}
+// The night's record, generated from its Rust types (see nightReport.ts).
+export type { FamilyCheck, NightReport, Stage };
+export type Loss = LossTerms;
 
 export interface NightView {
   id: number;
@@ -212,18 +176,6 @@ export interface NightView {
   stage: string;
   report: NightReport;
 }
-
-export type Stage =
-  | "practice"
-  | "collect"
-  | "judge"
-  | "predict"
-  | "understand"
-  | "advantage"
-  | "train"
-  | "export"
-  | "verify"
-  | "deploy";
 
 export type NightEvent =
   | { type: "stage_started"; stage: Stage }

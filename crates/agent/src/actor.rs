@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use reverie_core::{ChatEvent, SamplingParams};
+use reverie_core::{ChatEvent, MessageId, MessageRole, SamplingParams};
 use reverie_infer::{Constraint, Engine};
 use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
@@ -166,6 +166,56 @@ impl Agent {
             drop(a.queue);
             let _ = a.thread.join();
         }
+    }
+
+    /// Regenerate: takes back the channel's last question and all that
+    /// followed it (the rows stay, retracted) and returns the question, to
+    /// be sent again.
+    pub fn take_back_last_question(&self, channel: &str) -> Result<String, AgentError> {
+        let c = self.named(channel)?;
+        let msgs = self.store.messages(c.id)?;
+        let last_user = msgs
+            .iter()
+            .rev()
+            .find(|m| m.role == MessageRole::User)
+            .ok_or(AgentError::NothingToAnswerAgain)?;
+        self.reopen(channel);
+        self.store.retract_from(c.id, last_user.id)?;
+        Ok(last_user.text.clone())
+    }
+
+    /// Edit: takes back the person's `message` and all that followed it
+    /// (the rows stay, retracted), so `new_text` can be sent in its place.
+    pub fn take_back_for_edit(
+        &self,
+        channel: &str,
+        message: MessageId,
+        new_text: &str,
+    ) -> Result<(), AgentError> {
+        let c = self.named(channel)?;
+        let msgs = self.store.messages(c.id)?;
+        match msgs.iter().find(|m| m.id == message) {
+            Some(m) if m.role == MessageRole::User => {}
+            Some(_) => return Err(AgentError::NotYourMessage),
+            None => {
+                return Err(AgentError::NoSuchMessage {
+                    message: message.0,
+                    channel: channel.to_string(),
+                })
+            }
+        }
+        if new_text.trim().is_empty() {
+            return Err(AgentError::EmptyMessage);
+        }
+        self.reopen(channel);
+        self.store.retract_from(c.id, message)?;
+        Ok(())
+    }
+
+    fn named(&self, channel: &str) -> Result<reverie_store::Channel, AgentError> {
+        self.store
+            .channel_by_name(channel)?
+            .ok_or_else(|| reverie_store::StoreError::NoSuchChannel(channel.to_string()).into())
     }
 
     /// Stops every actor after its current turn is cancelled, and waits.

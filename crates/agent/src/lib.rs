@@ -24,6 +24,8 @@
 
 mod actor;
 mod cancel;
+mod error;
+mod guard;
 pub mod reasoning;
 mod session;
 pub mod stray;
@@ -32,10 +34,11 @@ pub mod wrap_up;
 
 pub use actor::{Agent, AgentConfig, PendingTurn};
 pub use cancel::CancelFlag;
+pub use error::AgentError;
+pub use guard::{StopCause, TurnGuard};
 pub use reverie_core::ChatEvent;
 pub use session::{
-    repeats_an_earlier_call, AgentError, ChannelSession, ToolSetup, TurnOutcome,
-    DEFAULT_MAX_TOOL_CALLS,
+    repeats_an_earlier_call, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS,
 };
 
 /// The default system prompt shipped with Reverie.

@@ -9,24 +9,15 @@ use reverie_infer::{
 use reverie_store::{Store, StoreError};
 
 use crate::cancel::CancelFlag;
+use crate::error::AgentError;
+use crate::guard::{TurnGuard, REPEAT_HINT};
 use crate::toolcall::{Hermes, ParsedCall, ToolCallFormat};
-use crate::wrap_up::STOPPED;
 
-/// A call that fails the same way this many times in a row ends the turn.
-const MAX_REPEATED_FAILURES: usize = 3;
-/// Failed calls in a row, whatever they were, that end the turn: a model
-/// that varies a broken call slightly is not getting anywhere either.
-const MAX_FAILURES_IN_A_ROW: usize = 5;
 /// Calls in a row that repeat an earlier call of the turn to no effect
 /// (same arguments, same result) that end the turn: the first is answered
 /// with [`REPEAT_HINT`]; a model that ignores it is looping, and would
 /// otherwise spend the whole call budget on the same answer.
 pub const DEFAULT_MAX_REPEATED_CALLS: usize = 2;
-
-/// Added to the result of a call the turn already made with the same
-/// arguments and result, so a small model that repeats itself is told to
-/// use what it has.
-const REPEAT_HINT: &str = "(Same call and result as earlier in this turn: use it and answer.)";
 
 /// Whether a tool message is the result of a call that repeated an earlier
 /// call of its turn to no effect (same arguments, same result).
@@ -36,6 +27,7 @@ pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
 
 /// One call's outcome as the loop sees it.
 struct CallResult {
+    call_id: String,
     /// Name, arguments and result: equal for a call repeated to no effect.
     signature: String,
     ok: bool,
@@ -98,22 +90,6 @@ impl ToolSetup {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Infer(#[from] InferError),
-    #[error("the message is empty; type something to send")]
-    EmptyMessage,
-    #[error(transparent)]
-    Tool(#[from] reverie_tools::ToolError),
-    #[error("the agent of this channel has stopped; reopen the channel")]
-    ActorGone,
-    #[error("the channel's agent could not start: {0}")]
-    Actor(String),
-}
-
 /// What a finished turn produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
@@ -127,9 +103,16 @@ pub struct TurnOutcome {
     pub tool_calls: usize,
 }
 
-/// One recorded reply: its message, text, why it ended with the usage, and
-/// how many tokens were sampled.
-type Reply = (MessageId, String, (StopReason, reverie_infer::Usage), usize);
+/// One recorded assistant message.
+struct Reply {
+    message: MessageId,
+    text: String,
+    /// Why it ended.
+    reason: StopReason,
+    usage: reverie_infer::Usage,
+    /// Tokens sampled for it.
+    sampled: usize,
+}
 
 pub struct ChannelSession<'a> {
     detector: fn(&str) -> bool,
@@ -273,52 +256,42 @@ impl<'a> ChannelSession<'a> {
         let mut prefix = TokenSpan::default();
         let mut calls_made = 0;
         let mut sampled = 0;
-        let (mut last_failure, mut repeated, mut failed_in_row) = (None::<String>, 0, 0);
-        let mut succeeded = std::collections::HashSet::new();
-        let mut repeats_in_row = 0;
-        let (mut reply_message, mut reply, mut finish);
+        let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
+        let mut guard = TurnGuard::new(max_repeats);
+        let mut last: Reply;
         loop {
-            let n;
-            (reply_message, reply, finish, n) =
-                self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
-            sampled += n;
+            last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
+            sampled += last.sampled;
             let calls = match &self.tools {
-                Some(t) => t.format.parse(&reply),
+                Some(t) => t.format.parse(&last.text),
                 None => Vec::new(),
             };
             if calls.is_empty() {
                 break;
             }
-            let stopped = finish.0 != StopReason::EndOfTurn && finish.0 != StopReason::MaxTokens;
+            let stopped =
+                last.reason != StopReason::EndOfTurn && last.reason != StopReason::MaxTokens;
             let results = self.run_calls(
-                reply_message,
+                last.message,
                 calls,
                 cancel,
                 on_event,
                 &mut calls_made,
                 stopped,
             )?;
-            for r in &results {
-                if !r.ok && last_failure.as_ref() == Some(&r.signature) {
-                    repeated += 1;
-                } else {
-                    repeated = usize::from(!r.ok);
-                }
-                last_failure = (!r.ok).then(|| r.signature.clone());
-                failed_in_row = if r.ok { 0 } else { failed_in_row + 1 };
-            }
             let mut t = self.transcript.clone();
             for CallResult {
+                call_id,
                 mut text,
                 ok,
                 signature,
             } in results
             {
-                let repeat = ok && !succeeded.insert(signature);
-                if repeat {
+                if guard.record(&signature, ok) {
+                    // Recorded as data for the night; the reminder is for the model.
+                    self.store.mark_repeated_call(last.message, &call_id)?;
                     text = format!("{text}\n\n{REPEAT_HINT}");
                 }
-                repeats_in_row = if repeat { repeats_in_row + 1 } else { 0 };
                 let msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 let span = self.engine.append_messages(&mut t, &[msg])?;
                 self.store
@@ -326,55 +299,32 @@ impl<'a> ChannelSession<'a> {
             }
             self.transcript = t;
             if cancel.is_cancelled() || stopped {
-                finish.0 = if cancel.is_cancelled() {
-                    StopReason::Cancelled
-                } else {
-                    finish.0
-                };
+                if cancel.is_cancelled() {
+                    last.reason = StopReason::Cancelled;
+                }
                 break;
             }
-            let (max, max_repeats, wrap_up) = self.tools.as_ref().map_or((0, 0, None), |t| {
-                (t.max_calls, t.max_repeated_calls, t.wrap_up.clone())
-            });
+            let (max, wrap_up) = self
+                .tools
+                .as_ref()
+                .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
             let then = if wrap_up.is_some() {
                 crate::wrap_up::ANSWER_NOW
             } else {
                 "Ask to continue if there is more to do."
             };
-            // No counts in these texts: a small model asked for a number
-            // answers with any number it was just shown.
-            let notice = if repeated >= MAX_REPEATED_FAILURES {
-                Some(format!(
-                    "{STOPPED}: the same tool call failed again and again. Read the error; next time try something different. {then}"
-                ))
-            } else if repeats_in_row >= max_repeats {
-                Some(format!(
-                    "{STOPPED}: the same tool call was repeated with the same result. Use the result you have. {then}"
-                ))
-            } else if failed_in_row >= MAX_FAILURES_IN_A_ROW {
-                Some(format!(
-                    "{STOPPED}: tool call after tool call failed. Read the errors. {then}"
-                ))
-            } else if calls_made >= max {
-                Some(format!(
-                    "{STOPPED}: it reached the limit of tool calls for one turn. {then}"
-                ))
-            } else {
-                None
-            };
-            if let Some(notice) = notice {
+            if let Some(cause) = guard.stop(calls_made, max) {
+                let notice = cause.notice(then);
                 self.record_notice(&notice)?;
                 on_event(ChatEvent::Notice {
                     channel: ch,
                     text: notice,
                 });
                 if let Some(constraint) = wrap_up {
-                    let n;
-                    (reply_message, reply, finish, n) =
-                        self.wrap_up(constraint, params, cancel, on_event)?;
-                    sampled += n;
+                    last = self.wrap_up(constraint, params, cancel, on_event)?;
+                    sampled += last.sampled;
                 }
-                finish.0 = if cancel.is_cancelled() {
+                last.reason = if cancel.is_cancelled() {
                     StopReason::Cancelled
                 } else {
                     StopReason::ToolLimit
@@ -386,14 +336,13 @@ impl<'a> ChannelSession<'a> {
             prefix = self.engine.extend_transcript(&mut t, &[])?;
             self.transcript = t;
         }
-        let mut n = sampled;
         // A turn that ends looking unfinished gets the question; a "no"
         // marks the ended reply for the night and the model goes on.
-        if finish.0 == StopReason::EndOfTurn && calls_made == 0 && (self.detector)(&reply) {
-            let unintended = self.ask_if_done(reply_message)?;
+        if last.reason == StopReason::EndOfTurn && calls_made == 0 && (self.detector)(&last.text) {
+            let unintended = self.ask_if_done(last.message)?;
             on_event(ChatEvent::StrayEnd {
                 channel: ch,
-                message: reply_message,
+                message: last.message,
                 unintended,
             });
             if unintended {
@@ -401,24 +350,22 @@ impl<'a> ChannelSession<'a> {
                 // The resumed turn's scaffolding is stored with its reply.
                 let scaffold = self.engine.extend_transcript(&mut t, &[])?;
                 self.transcript = t;
-                let more;
-                (reply_message, reply, finish, more) =
-                    self.reply(params, cancel, on_event, scaffold)?;
-                n += more;
+                last = self.reply(params, cancel, on_event, scaffold)?;
+                sampled += last.sampled;
             }
         }
         on_event(ChatEvent::TurnEnd {
             channel: ch,
-            message: Some(reply_message),
-            reason: finish.0,
+            message: Some(last.message),
+            reason: last.reason,
         });
         Ok(TurnOutcome {
             user_message,
-            reply_message,
-            reply,
-            reason: finish.0,
-            reply_tokens: n,
-            usage: finish.1,
+            reply_message: last.message,
+            reply: last.text,
+            reason: last.reason,
+            reply_tokens: sampled,
+            usage: last.usage,
             tool_calls: calls_made,
         })
     }
@@ -513,11 +460,12 @@ impl<'a> ChannelSession<'a> {
                 .finish_tool_call(reply_message, &call_id, ok, &text)?;
             on_event(ChatEvent::ToolCallFinished {
                 channel: ch,
-                call_id,
+                call_id: call_id.clone(),
                 ok,
                 result: text.clone(),
             });
             results.push(CallResult {
+                call_id,
                 signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
                 ok,
                 text,
@@ -658,6 +606,12 @@ impl<'a> ChannelSession<'a> {
             });
             return Err(InferError::Generation(msg).into());
         }
-        Ok((reply_message, reply, finish, completion.ids.len()))
+        Ok(Reply {
+            message: reply_message,
+            text: reply,
+            reason: finish.0,
+            usage: finish.1,
+            sampled: completion.ids.len(),
+        })
     }
 }

@@ -4,13 +4,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
 use reverie_core::Home;
-use reverie_night::{run_night, NightConfig};
+use reverie_night::{run_night, CancelFlag, NightConfig};
 use reverie_practice::{
     paired, Episode, Family, Outcome, Paired, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
@@ -133,7 +132,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             &store,
             &model,
             &night_cfg,
-            &AtomicBool::new(false),
+            &CancelFlag::default(),
             &mut |_| {},
         )?;
         say(format!(
@@ -149,6 +148,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
                 ),
             }
         ));
+        let train = out.report.train.clone().unwrap_or_default();
         per_night.push(serde_json::json!({
             "night": out.night,
             "practice_success": practised.success(),
@@ -157,15 +157,15 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
             "deployed": out.deployed,
             "kept_reason": out.kept_reason,
             // Perplexity before and after, and the gate's task checks.
-            "verify": out.report["verify"],
+            "verify": out.report.verify,
             // Past tasks shown to the value model, how they were ranked,
             // and how many distinct descriptions it was asked about.
-            "memory": out.report["memory"],
-            "train_steps": out.report["train"]["steps"],
-            "train_sequences": out.report["train"]["sequences"],
-            "without_signal": out.report["train"]["without_signal"],
-            "losses": out.report["train"]["losses"],
-            "stage_seconds": out.report["seconds"],
+            "memory": out.report.memory,
+            "train_steps": train.steps,
+            "train_sequences": train.sequences,
+            "without_signal": train.without_signal,
+            "losses": train.losses,
+            "stage_seconds": out.report.seconds,
             "practice_seconds": practice_s,
             "seconds": t.elapsed().as_secs_f64(),
         }));

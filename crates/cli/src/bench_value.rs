@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reverie_core::Home;
-use reverie_night::{JudgedTask, NightConfig, Similarity, ValueMemory};
+use reverie_night::{JudgedTask, NightConfig, NightReport, Similarity, ValueMemory};
 use reverie_store::{NightStatus, Store};
 use serde::Serialize;
 
@@ -59,8 +59,7 @@ pub fn value(home: &Home, a: ValueArgs) -> anyhow::Result<ExitCode> {
     for night in &nights {
         let mut earlier = ValueMemory::from_finished_nights(&store, night.started_ms)?;
         earlier.entries.retain(|e| e.night < night.id);
-        let tasks: Vec<JudgedTask> =
-            serde_json::from_value(night.report["tasks"].clone()).unwrap_or_default();
+        let tasks: Vec<JudgedTask> = NightReport::from_json_or_empty(&night.report).tasks;
         for (i, t) in tasks.iter().enumerate() {
             if !a.json {
                 eprint!("\rnight {}: sub-task {}/{}", night.id, i + 1, tasks.len());

@@ -33,15 +33,7 @@ pub struct EngineArgs {
 impl EngineArgs {
     pub fn load(&self, home: &Home, slots: usize) -> anyhow::Result<Engine> {
         let path = reverie_models::active::resolve(home, self.model.as_deref())?;
-        let mut config = EngineConfig {
-            slots,
-            n_ctx: self.ctx,
-            gpu_layers: self.gpu_layers,
-            ..EngineConfig::default()
-        };
-        if let Some(t) = self.threads {
-            config.threads = t.max(1);
-        }
+        let config = EngineConfig::sized(slots, self.ctx, self.gpu_layers, self.threads);
         Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))
     }
 }

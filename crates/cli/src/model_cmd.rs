@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reverie_core::Home;
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_models::catalogue::{self, CATALOGUE};
+use reverie_models::discover::same_file;
 use reverie_models::fetch::{self, FetchProgress, WheelSource};
 use reverie_models::{active, ModelError};
 
@@ -138,7 +139,7 @@ fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 "size": m.size,
                 "installed": path.exists(),
                 "path": path,
-                "active": active.as_ref() == Some(&path),
+                "active": active.as_deref().is_some_and(|a| same_file(a, &path)),
             })
         })
         .collect();
@@ -165,7 +166,7 @@ fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         println!(
             "  {EMBEDDER_ID:<20} {:<40} {:>10}  {}",
             "all-MiniLM-L6-v2 sentence embeddings",
-            output::bytes(90_868_376),
+            output::bytes(reverie_models::catalogue::EMBEDDER_SIZE),
             if emb { "installed" } else { "not installed" }
         );
         match &active {

@@ -1,13 +1,14 @@
 //! `reverie sleep`, `reverie night` and `reverie checkpoint`.
 
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use reverie_core::Home;
-use reverie_night::{run_night, trigger, NightConfig, NightEvent, PracticeBatch};
+use reverie_night::{
+    run_night, CancelFlag, NightConfig, NightEvent, NightOverrides, NightReport, Observed,
+    PracticeBatch, Schedule,
+};
 use reverie_practice::Family;
 use reverie_store::{Store, StoreError};
 
@@ -18,7 +19,8 @@ pub struct SleepArgs {
     /// A GGUF to train instead of the active model.
     #[arg(long)]
     model: Option<std::path::PathBuf>,
-    /// A JSON file with a `NightConfig` (any subset of fields).
+    /// A JSON file with a `NightConfig` (any subset of fields); by default
+    /// `night.json` in the data folder, when there is one.
     #[arg(long)]
     config: Option<std::path::PathBuf>,
     /// Print progress as JSON lines and the outcome as the last line.
@@ -27,7 +29,8 @@ pub struct SleepArgs {
     /// Layers to offload to the GPU while judging (CUDA builds).
     #[arg(long)]
     gpu_layers: Option<u32>,
-    /// Wait until this local time (HH:MM) before starting.
+    /// Wait until this local time (HH:MM) before starting, and until
+    /// something new was said since the last night (or it practises).
     #[arg(long)]
     at: Option<String>,
     /// Then wait until nobody has chatted for this many minutes.
@@ -62,78 +65,58 @@ fn practice_spec(spec: &str) -> anyhow::Result<(Family, usize)> {
     Ok(checked[0])
 }
 
-/// Waits for `--at` and `--when-idle`, checking Ctrl-C every second.
-fn wait_for_trigger(store: &Store, a: &SleepArgs, cancel: &AtomicBool) -> anyhow::Result<()> {
-    use std::sync::atomic::Ordering;
-    use std::time::{Duration, Instant};
-    let stop = || cancel.load(Ordering::SeqCst);
-    if let Some(at) = &a.at {
-        let (h, m) = trigger::parse_clock(at).map_err(anyhow::Error::msg)?;
-        let wait = trigger::seconds_until(trigger::local_seconds_of_day(), h, m);
-        eprintln!(
-            "sleeping at {at} (in {}h{:02}m); Ctrl-C to cancel",
-            wait / 3600,
-            wait % 3600 / 60
-        );
-        let until = Instant::now() + Duration::from_secs(wait as u64);
-        while Instant::now() < until {
-            if stop() {
-                anyhow::bail!("cancelled before the night started");
-            }
-            std::thread::sleep(Duration::from_secs(1));
-        }
+/// Waits until the schedule of `--at` and `--when-idle` is due (the same
+/// rule as the window's schedule), checking Ctrl-C every second.
+fn wait_for_schedule(
+    store: &Store,
+    a: &SleepArgs,
+    practises: bool,
+    cancel: &CancelFlag,
+) -> anyhow::Result<()> {
+    let mut schedule = Schedule::new(a.at.as_deref(), a.when_idle).map_err(anyhow::Error::msg)?;
+    if !schedule.is_set() {
+        return Ok(());
     }
-    if let Some(minutes) = a.when_idle {
-        let idle_ms = minutes as i64 * 60_000;
-        let mut said = false;
-        loop {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_millis() as i64;
-            if trigger::is_idle(now, store.last_message_ms()?, idle_ms) {
-                break;
-            }
-            if !said {
-                eprintln!(
-                    "waiting until nobody has chatted for {minutes} minutes; Ctrl-C to cancel"
-                );
-                said = true;
-            }
-            if stop() {
-                anyhow::bail!("cancelled before the night started");
-            }
-            std::thread::sleep(Duration::from_secs(1));
+    let when = match (&a.at, a.when_idle) {
+        (Some(at), Some(min)) => format!("at {at}, once nobody has chatted for {min} minutes"),
+        (Some(at), None) => format!("at {at}"),
+        (None, Some(min)) => format!("once nobody has chatted for {min} minutes"),
+        (None, None) => unreachable!("a set schedule has a time or idle minutes"),
+    };
+    eprintln!("sleeping {when}, when something new was said; Ctrl-C to cancel");
+    loop {
+        if cancel.is_cancelled() {
+            anyhow::bail!("cancelled before the night started");
         }
+        if schedule.due(&Observed::now(store, practises)?) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
-    Ok(())
 }
 
 pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(home)?;
     let model = reverie_models::active::resolve(home, a.model.as_deref())?;
-    let mut cfg: NightConfig = match &a.config {
-        Some(p) => serde_json::from_slice(&std::fs::read(p)?)?,
-        None => NightConfig::default(),
+    let mut overrides = NightOverrides {
+        gpu_layers: a.gpu_layers,
+        practice_samples: a.practice_samples,
+        ..NightOverrides::default()
     };
-    if let Some(n) = a.gpu_layers {
-        cfg.gpu_layers = n;
-    }
     for spec in &a.practice {
         let (family, tasks) = practice_spec(spec)?;
-        cfg.practice.push(PracticeBatch {
+        overrides.practice.push(PracticeBatch {
             family: family.as_str().to_string(),
             tasks,
         });
     }
-    if let Some(n) = a.practice_samples {
-        cfg.practice_samples = n;
-    }
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cfg = NightConfig::load(home, a.config.as_deref(), &overrides)?;
+    let cancel = CancelFlag::default();
     {
         let c = cancel.clone();
-        ctrlc::set_handler(move || c.store(true, std::sync::atomic::Ordering::SeqCst))?;
+        ctrlc::set_handler(move || c.cancel())?;
     }
-    wait_for_trigger(&store, &a, &cancel)?;
+    wait_for_schedule(&store, &a, !cfg.practice.is_empty(), &cancel)?;
     if let Some(pid) = reverie_night::lock::sleeping(home) {
         anyhow::bail!("a night is already running (process {pid}); wait for it or stop it");
     }
@@ -222,49 +205,41 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The night at a glance: what was judged, what was expected, what trained.
-fn print_morning(r: &serde_json::Value) {
-    let tasks = r["tasks"].as_array().cloned().unwrap_or_default();
-    if !tasks.is_empty() {
+fn print_morning(r: &NightReport) {
+    if !r.tasks.is_empty() {
         println!("\n  reward  expected  advantage  sub-task");
-        for (i, t) in tasks.iter().enumerate() {
-            let pred = &r["predictions"][i];
-            let adv = &r["advantages"][i];
-            let num = |v: &serde_json::Value| {
-                v.as_f64()
-                    .map_or("  –  ".to_string(), |x| format!("{x:5.2}"))
-            };
-            let desc: String = t["description"]
-                .as_str()
-                .unwrap_or("")
-                .chars()
-                .take(60)
-                .collect();
+        let num = |v: Option<f32>| v.map_or("  –  ".to_string(), |x| format!("{x:5.2}"));
+        for (i, t) in r.tasks.iter().enumerate() {
+            let pred = r.predictions.get(i).and_then(Option::as_ref);
+            let adv = r.advantages.get(i).copied().flatten();
+            let desc: String = t.description.chars().take(60).collect();
             println!(
                 "  {}   {}     {}      {desc}",
-                num(&t["reward"]),
-                num(&pred["reward"]),
+                num(Some(t.reward)),
+                num(pred.map(|p| p.reward)),
                 num(adv)
             );
         }
     }
-    if let Some(losses) = r["train"]["losses"].as_array().filter(|l| !l.is_empty()) {
-        let f = |i: usize, k: &str| losses[i][k].as_f64().unwrap_or(0.0);
-        let last = losses.len() - 1;
+    if let Some(losses) = r
+        .train
+        .as_ref()
+        .map(|t| &t.losses)
+        .filter(|l| !l.is_empty())
+    {
+        let (first, last) = (losses[0], losses[losses.len() - 1]);
         println!(
             "\n  training: {} steps, loss {:.4} → {:.4} (oapl {:.4}, env {:.4}, user {:.4})",
             losses.len(),
-            f(0, "total"),
-            f(last, "total"),
-            f(last, "oapl"),
-            f(last, "env"),
-            f(last, "user")
+            first.total,
+            last.total,
+            last.oapl,
+            last.env,
+            last.user
         );
     }
-    let v = &r["verify"];
-    if let (Some(b), Some(a)) = (
-        v["perplexity_before"].as_f64(),
-        v["perplexity_after"].as_f64(),
-    ) {
+    let v = r.verify.clone().unwrap_or_default();
+    if let (Some(b), Some(a)) = (v.perplexity_before, v.perplexity_after) {
         println!("  sanity perplexity: {b:.2} → {a:.2}\n");
     }
 }
@@ -288,9 +263,10 @@ pub fn night(home: &Home, cmd: NightCommand) -> anyhow::Result<ExitCode> {
     let store = Store::open(home)?;
     let nights = store.nights()?;
     let row = |n: &reverie_store::Night| {
+        let r = NightReport::from_json_or_empty(&n.report);
         serde_json::json!({
             "id": n.id, "started_ms": n.started_ms, "finished_ms": n.finished_ms, "status": n.status.as_str(),
-            "stage": n.stage, "summary": n.report["summary"], "deploy": n.report["deploy"], "verify": n.report["verify"],
+            "stage": n.stage, "summary": r.summary, "deploy": r.deploy, "verify": r.verify,
         })
     };
     match cmd {
@@ -305,7 +281,7 @@ pub fn night(home: &Home, cmd: NightCommand) -> anyhow::Result<ExitCode> {
                         n.id,
                         n.status.as_str(),
                         n.stage,
-                        n.report["deploy"]
+                        serde_json::to_string(&NightReport::from_json_or_empty(&n.report).deploy)?
                     );
                 }
             }
@@ -316,7 +292,7 @@ pub fn night(home: &Home, cmd: NightCommand) -> anyhow::Result<ExitCode> {
                 .find(|n| n.id == id)
                 .ok_or(StoreError::NotFound { what: "night", id })?;
             let mut v = row(n);
-            v["report"] = n.report.clone();
+            v["report"] = NightReport::from_json_or_empty(&n.report).to_json();
             if json {
                 output::json(&v)?;
             } else {

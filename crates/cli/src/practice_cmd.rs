@@ -8,7 +8,7 @@ use clap::Args;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_practice::{
-    next_difficulty, run, Episode, Family, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
+    run, Episode, Family, RunConfig, Tally, TaskWriter, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
 use reverie_store::Store;
 
@@ -30,8 +30,8 @@ pub struct PracticeArgs {
     /// Who writes the tasks: the model (a tasker channel, rewarded for tasks
     /// passed about half the time), the family's generator, or every other
     /// task each.
-    #[arg(long, default_value = "mixed", value_parser = ["mixed", "model", "program"])]
-    tasker: String,
+    #[arg(long, default_value = "mixed")]
+    tasker: TaskWriter,
     /// Task seed (default: a new one each run).
     #[arg(long)]
     seed: Option<u64>,
@@ -133,16 +133,8 @@ pub fn practice_config(
     temperature: f32,
     max_tool_calls: usize,
 ) -> anyhow::Result<RunConfig> {
-    let difficulty = match difficulty {
-        Some(d) => d,
-        None => next_difficulty(&Store::open(home)?.episodes_since(0)?, family),
-    };
-    let seed = seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    let mut cfg = RunConfig::practice(family, n, 1, seed, difficulty);
+    let store = Store::open(home)?;
+    let mut cfg = RunConfig::practice_at_level(&store, family, n, 1, seed, difficulty)?;
     cfg.params.temperature = temperature;
     cfg.max_tool_calls = max_tool_calls;
     Ok(cfg)
@@ -160,11 +152,7 @@ pub fn practice(home: &Home, a: PracticeArgs) -> anyhow::Result<ExitCode> {
         a.max_tool_calls,
     )?;
     cfg.samples = a.samples;
-    cfg.tasker_share = match a.tasker.as_str() {
-        "model" => 1.0,
-        "program" => 0.0,
-        _ => reverie_practice::PRACTICE_TASKER_SHARE,
-    };
+    cfg.tasker_share = a.tasker.share();
     batch(home, &a.engine, cfg, a.json)
 }
 

@@ -25,6 +25,8 @@ mod token;
 
 pub use chat::{ChatEvent, StopReason};
 pub use home::Home;
-pub use message::{ChannelId, Message, MessageId, MessageRole, ParseRoleError};
+pub use message::{
+    channel_name, ChannelId, Message, MessageId, MessageRole, ParseRoleError, MAX_CHANNEL_NAME,
+};
 pub use sampling::SamplingParams;
 pub use token::{TokenRole, TokenSpan};

@@ -10,6 +10,28 @@ pub struct ChannelId(pub i64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct MessageId(pub i64);
 
+/// Longest channel name, in characters.
+pub const MAX_CHANNEL_NAME: usize = 80;
+
+/// The channel-name rule, for every way a channel is named (the window,
+/// `reverie channel`, the store): 1 to 80 characters once trimmed, no
+/// control characters. Returns the trimmed name.
+pub fn channel_name(name: &str) -> Result<&str, String> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_CHANNEL_NAME {
+        return Err(format!(
+            "a channel name is 1 to {MAX_CHANNEL_NAME} characters (this one has {chars})"
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!(
+            "a channel name cannot hold control characters (tabs, line breaks): {name:?}"
+        ));
+    }
+    Ok(name)
+}
+
 /// Who wrote a message, in chat-template terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,4 +106,20 @@ pub struct Message {
     /// The tokens fed to or produced by the model for this message
     /// (scaffolding included), empty if the message never reached a model.
     pub tokens: TokenSpan,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_names_are_trimmed_short_and_printable() {
+        assert_eq!(channel_name("  work "), Ok("work"));
+        assert_eq!(channel_name(&"é".repeat(80)), Ok("é".repeat(80).as_str()));
+        assert!(channel_name(&"a".repeat(81))
+            .unwrap_err()
+            .contains("1 to 80"));
+        assert!(channel_name("   ").is_err());
+        assert!(channel_name("a\nb").unwrap_err().contains("control"));
+    }
 }

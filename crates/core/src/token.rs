@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::message::ParseRoleError;
 
 /// What a token is, for training: which loss (if any) applies to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenRole {
     /// System prompt and chat-template scaffolding: conditioning only.
@@ -69,7 +69,7 @@ impl std::str::FromStr for TokenRole {
 ///
 /// The three vectors always have the same length. Log-probs exist only for
 /// tokens the model sampled (`Action`); other roles carry `None`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct TokenSpan {
     pub ids: Vec<i32>,
     pub roles: Vec<TokenRole>,

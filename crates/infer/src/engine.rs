@@ -57,6 +57,22 @@ impl Default for EngineConfig {
     }
 }
 
+impl EngineConfig {
+    /// The one way Reverie sizes an engine: `slots` channels at once,
+    /// `n_ctx` tokens each, `gpu_layers` offloaded, `threads` per slot
+    /// (all cores when `None`); the rest as by default.
+    pub fn sized(slots: usize, n_ctx: u32, gpu_layers: u32, threads: Option<usize>) -> Self {
+        let default = EngineConfig::default();
+        EngineConfig {
+            slots,
+            n_ctx,
+            gpu_layers,
+            threads: threads.map_or(default.threads, |t| t.max(1)),
+            ..default
+        }
+    }
+}
+
 /// Counters of one generation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {

@@ -62,3 +62,8 @@ pub fn default_model() -> &'static ModelSpec {
 pub fn find(id: &str) -> Option<&'static ModelSpec> {
     CATALOGUE.iter().find(|m| m.id == id)
 }
+
+/// The sentence-embedding model's files (`reverie model fetch
+/// all-minilm-l6-v2`): their total size in bytes, as unpacked from its
+/// registry package.
+pub const EMBEDDER_SIZE: u64 = 90_868_376;

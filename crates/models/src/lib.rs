@@ -18,6 +18,7 @@
 
 pub mod active;
 pub mod catalogue;
+pub mod discover;
 mod error;
 pub mod fetch;
 

@@ -107,6 +107,7 @@ mod tests {
             reason: String::new(),
             group: group.map(String::from),
             checked: false,
+            kind: crate::judge::TaskKind::Judged,
         }
     }
 
@@ -160,6 +161,7 @@ mod tests {
     fn a_failed_checked_attempt_weighs_what_the_config_says() {
         let checked = |reward| JudgedTask {
             checked: true,
+            kind: crate::judge::TaskKind::Practice,
             ..task(reward, Some("a"))
         };
         let tasks = [checked(1.0), checked(0.0), checked(0.0)];

@@ -135,7 +135,56 @@ impl Default for NightConfig {
     }
 }
 
+/// What a shell's own options change in the night's configuration: the
+/// same for the window (launch flags and settings) and `reverie sleep`.
+#[derive(Debug, Clone, Default)]
+pub struct NightOverrides {
+    /// Layers of the judge and value model offloaded to the GPU.
+    pub gpu_layers: Option<u32>,
+    /// Practice batches (replace the file's when not empty).
+    pub practice: Vec<PracticeBatch>,
+    pub practice_samples: Option<usize>,
+}
+
 impl NightConfig {
+    /// The night's configuration: `file` when given, else `night.json` in
+    /// the data folder when present, else the defaults; then `overrides`.
+    /// A file that does not parse is an error that names it, never
+    /// silently the defaults.
+    pub fn load(
+        home: &reverie_core::Home,
+        file: Option<&std::path::Path>,
+        overrides: &NightOverrides,
+    ) -> Result<NightConfig, crate::NightError> {
+        let default_file = home.root().join("night.json");
+        let path = file.unwrap_or(&default_file);
+        let mut cfg = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                crate::NightError::Config(format!("{}: {e}; fix or delete it", path.display()))
+            })?,
+            Err(e) if file.is_none() && e.kind() == std::io::ErrorKind::NotFound => {
+                NightConfig::default()
+            }
+            Err(e) => {
+                return Err(crate::NightError::Config(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )))
+            }
+        };
+        if let Some(n) = overrides.gpu_layers {
+            cfg.gpu_layers = n;
+        }
+        if !overrides.practice.is_empty() {
+            crate::check_batches(&overrides.practice)?;
+            cfg.practice = overrides.practice.clone();
+        }
+        if let Some(n) = overrides.practice_samples {
+            cfg.practice_samples = n;
+        }
+        Ok(cfg)
+    }
+
     /// The trainer's configuration for a night of `sequences` sequences.
     pub fn train_for(&self, sequences: usize) -> reverie_train::TrainConfig {
         let per_step = sequences.div_ceil(self.min_train_steps.max(1));
@@ -151,21 +200,72 @@ impl NightConfig {
         &self,
         model: &std::path::Path,
     ) -> Result<reverie_infer::Engine, reverie_infer::InferError> {
-        reverie_infer::Engine::load(
-            model,
-            reverie_infer::EngineConfig {
-                slots: 1,
-                n_ctx: self.n_ctx,
-                gpu_layers: self.gpu_layers,
-                ..reverie_infer::EngineConfig::default()
-            },
-        )
+        let config = reverie_infer::EngineConfig::sized(1, self.n_ctx, self.gpu_layers, None);
+        reverie_infer::Engine::load(model, config)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn night_json_then_the_shells_options_make_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = reverie_core::Home::new(dir.path());
+        let none = NightOverrides::default();
+        let cfg = NightConfig::load(&home, None, &none).unwrap();
+        assert_eq!(
+            cfg.window,
+            NightConfig::default().window,
+            "no file: defaults"
+        );
+        std::fs::write(
+            home.root().join("night.json"),
+            r#"{"window": 4, "gpu_layers": 3}"#,
+        )
+        .unwrap();
+        let cfg = NightConfig::load(&home, None, &none).unwrap();
+        assert_eq!((cfg.window, cfg.gpu_layers), (4, 3));
+        let flags = NightOverrides {
+            gpu_layers: Some(99),
+            practice: vec![PracticeBatch {
+                family: "ledger".into(),
+                tasks: 2,
+            }],
+            practice_samples: Some(3),
+        };
+        let cfg = NightConfig::load(&home, None, &flags).unwrap();
+        assert_eq!(
+            (cfg.window, cfg.gpu_layers, cfg.practice_samples),
+            (4, 99, 3)
+        );
+        assert_eq!(cfg.practice, flags.practice);
+        let held_out = NightOverrides {
+            practice: vec![PracticeBatch {
+                family: "units".into(),
+                tasks: 2,
+            }],
+            ..NightOverrides::default()
+        };
+        assert!(NightConfig::load(&home, None, &held_out).is_err());
+        std::fs::write(home.root().join("night.json"), "{window: 4").unwrap();
+        let e = NightConfig::load(&home, None, &none)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("night.json") && e.contains("fix or delete it"),
+            "{e}"
+        );
+        let missing = dir.path().join("elsewhere.json");
+        let e = NightConfig::load(&home, Some(&missing), &none)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot read") && e.contains("elsewhere.json"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn small_nights_shrink_their_batches_to_keep_enough_steps() {

@@ -1,7 +1,9 @@
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The stages of a night, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     Practice,
@@ -29,6 +31,12 @@ impl Stage {
         Stage::Verify,
         Stage::Deploy,
     ];
+
+    /// Whether the stage asks the deployed model (judge, value model,
+    /// understanding pass): the night keeps it loaded through them only.
+    pub fn uses_engine(self) -> bool {
+        matches!(self, Stage::Judge | Stage::Predict | Stage::Understand)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {

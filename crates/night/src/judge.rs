@@ -26,9 +26,23 @@ pub const MAX_READS: usize = 2;
 /// Messages one read returns at most.
 const READ_LIMIT: usize = 10;
 
+/// Where a sub-task's reward came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    /// The judge read the day and rewarded it.
+    #[default]
+    Judged,
+    /// A practice attempt: its family's check is the reward.
+    Practice,
+    /// A tasker's proposal: rewarded by its solvers' pass rate.
+    Tasker,
+}
+
 /// A judged sub-task: its message span, length and reward.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct JudgedTask {
+    #[ts(type = "number")]
     pub channel: i64,
     pub description: String,
     pub first: usize,
@@ -44,6 +58,9 @@ pub struct JudgedTask {
     /// Rewarded by a program (a practice or tasker episode), not judged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub checked: bool,
+    /// Reports written before kinds were recorded hold judged tasks here.
+    #[serde(default)]
+    pub kind: TaskKind,
 }
 
 /// The judge's answer: the sub-tasks, or a request to read more messages.
@@ -261,6 +278,7 @@ impl<'a> Reading<'a> {
                 reason: t.reason,
                 group: None,
                 checked: false,
+                kind: crate::judge::TaskKind::Judged,
             })
             .collect();
         if tasks.is_empty() {

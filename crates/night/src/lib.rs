@@ -1,43 +1,61 @@
 //! The night: one call turns the day's trajectories into a better
 //! checkpoint, or keeps the old one and says why.
 //!
-//! Stages, each persisted in the night's record so a killed night resumes
-//! after the last completed one: **collect** the messages since the last
-//! night; **judge** them in windows of ten messages with the deployed model
-//! as reward model (grammar-constrained JSON, retried, skipped with a logged
-//! reason when still invalid); **predict** each sub-task's reward and turns
+//! [`run_night`] runs ten stages in order, one module each under
+//! `stages/`, and persists the typed [`NightReport`] after every one, so a
+//! killed night resumes after the last finished stage: **practice** (when
+//! asked: the model writes tasks and attempts them, a program checks);
+//! **collect** the messages since the last night; **judge** them in
+//! windows of ten messages with the deployed model as reward model
+//! (grammar-constrained JSON, retried, skipped with a logged reason when
+//! still invalid; practice episodes bring their checks' verdicts, and the
+//! reviewer's marks apply); **predict** each sub-task's reward and turns
 //! with the same model as value model, from the description and similar
-//! sub-tasks of *earlier* nights only; compute **advantages**; **train** a
-//! LoRA with OAPL + ECHO on the recorded tokens; **export** a merged q8_0
-//! GGUF; **verify** it loads in llama.cpp and that its perplexity on a fixed
-//! text has not regressed; **deploy** it as the active checkpoint (the
-//! previous ones stay for rollback). Progress streams as [`NightEvent`]s.
-//! Spans a person excluded or re-rewarded in the reviewer are applied right
-//! after judging. Practice episodes skip the judge (their check is the
-//! reward); eval episodes are never trained on.
+//! sub-tasks of *earlier* nights only; **understand** a sampled share of
+//! the judged sub-tasks; compute **advantages**; **train** a LoRA with
+//! OAPL + ECHO on the recorded tokens (`dataset` builds the sequences and
+//! the per-token marks the reviewer shows); **export** a merged q8_0 GGUF;
+//! **verify** that llama.cpp loads it, that its perplexity on a fixed text
+//! has not regressed and that practised and held-out families did not
+//! drop; **deploy** it as the active checkpoint (the previous ones stay
+//! for rollback). Progress streams as [`NightEvent`]s; one [`CancelFlag`]
+//! stops any stage within seconds. [`NightConfig::load`] reads the
+//! user's `night.json` for both shells, and [`Schedule`] decides when a
+//! night starts by itself.
 //!
 //! This crate decides what a night does; it never draws progress and never
 //! writes SQL.
 
+pub use reverie_agent::CancelFlag;
+
 mod advantage;
 pub mod checkpoint;
 mod config;
+pub mod dataset;
+pub mod episodes;
 mod error;
+mod estimate;
 mod event;
 mod judge;
 pub mod lock;
-mod pipeline;
 mod practice;
+pub mod report;
 mod review;
+mod run;
+mod stages;
 pub mod trigger;
 mod value;
 mod verify;
 
 pub use advantage::advantage;
-pub use config::{NightConfig, PracticeBatch};
+pub use config::{NightConfig, NightOverrides, PracticeBatch};
 pub use error::NightError;
+pub use estimate::{estimate, Estimate};
 pub use event::{NightEvent, Stage};
-pub use judge::{JudgedTask, Window};
-pub use pipeline::{run_night, NightOutcome};
+pub use judge::{JudgedTask, TaskKind, Window};
 pub use practice::check_batches;
+pub use report::NightReport;
+pub use run::{run_night, NightOutcome, NightRun};
+pub use trigger::{Observed, Schedule};
 pub use value::{predict, MemoryEntry, Prediction, Similarity, ValueMemory};
+pub use verify::FamilyCheck;

@@ -4,17 +4,15 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
-use reverie_practice::{next_difficulty, run, Family, RunConfig};
+use reverie_practice::{run, Family, RunConfig};
 
 use reverie_core::{ChannelId, MessageRole};
 use reverie_practice::tasker::tasker_reward;
-use reverie_store::Store;
+use reverie_store::{EpisodeKind, Store};
 
 use crate::config::{NightConfig, PracticeBatch};
 use crate::error::NightError;
@@ -35,7 +33,7 @@ pub fn episode_tasks(
     let mut skip = HashSet::new();
     for e in &episodes {
         skip.insert(e.channel);
-        if e.kind == "eval" {
+        if e.kind == EpisodeKind::Eval {
             continue;
         }
         let msgs = store.messages(ChannelId(e.channel))?;
@@ -47,12 +45,14 @@ pub fn episode_tasks(
             .filter(|m| m.role == MessageRole::Assistant)
             .count() as u32;
         let level = format!("{}, level {}", e.family, e.difficulty);
-        let task = if e.kind == "tasker" {
+        let task = if e.kind == EpisodeKind::Tasker {
             // Rewarded by how the solvers did on the task it wrote; its
             // proposals of one family are compared with each other.
             let attempts: Vec<bool> = episodes
                 .iter()
-                .filter(|p| p.kind == "practice" && !e.prompt.is_empty() && p.prompt == e.prompt)
+                .filter(|p| {
+                    p.kind == EpisodeKind::Practice && !e.prompt.is_empty() && p.prompt == e.prompt
+                })
                 .map(|p| p.passed)
                 .collect();
             let passed = attempts.iter().filter(|&&p| p).count();
@@ -66,6 +66,7 @@ pub fn episode_tasks(
                 reason: e.why.clone(),
                 group: Some(format!("tasker: {}", e.family)),
                 checked: true,
+                kind: crate::judge::TaskKind::Tasker,
             }
         } else {
             JudgedTask {
@@ -82,6 +83,7 @@ pub fn episode_tasks(
                 reason: format!("checked by program: {}", e.why),
                 group: Some(format!("{}: {}", e.family, e.prompt)),
                 checked: true,
+                kind: crate::judge::TaskKind::Practice,
             }
         };
         tasks.push(task);
@@ -125,7 +127,7 @@ pub fn practise(
     home: &Home,
     model: &Path,
     cfg: &NightConfig,
-    cancel: &AtomicBool,
+    cancel: &CancelFlag,
     on: &mut dyn FnMut(usize, usize, String),
 ) -> Result<Vec<String>, NightError> {
     let batches = batches(cfg)?;
@@ -135,58 +137,34 @@ pub fn practise(
     let services = Arc::new(reverie_tools::Services::new(home));
     let engine = cfg.engine(model)?;
     services.set_model_name(&engine.info().name);
-    let flag = CancelFlag::default();
-    let finished = AtomicBool::new(false);
+    // A child: each attempt's turn resets its flag, never the night's.
+    let flag = cancel.child();
     let seed = crate::trigger::now_ms() as u64;
-    let lines = std::thread::scope(|s| {
-        // The night's cancel stops a running attempt, not just the next one.
-        s.spawn(|| {
-            while !finished.load(Ordering::SeqCst) {
-                if cancel.load(Ordering::SeqCst) {
-                    flag.cancel();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        let mut lines = Vec::new();
-        let mut done = 0;
-        let result = (|| -> Result<(), NightError> {
-            for (k, &(family, n)) in batches.iter().enumerate() {
-                let level = next_difficulty(&store.episodes_since(0)?, family);
-                let run_cfg = RunConfig::practice(
-                    family,
-                    n,
-                    samples,
-                    seed.wrapping_add(k as u64 * 1000),
-                    level,
-                );
-                let eps = run(&engine, &store, &services, &run_cfg, &flag, &mut |i, e| {
-                    let mark = if e.verdict.passed { "pass" } else { "fail" };
-                    on(
-                        done + i,
-                        total,
-                        format!("{} level {level}: {mark}", family.as_str()),
-                    );
-                })?;
-                done += eps.len();
-                let passed = eps.iter().filter(|e| e.verdict.passed).count();
-                lines.push(format!(
-                    "practised {} at level {level}: {passed} of {} attempts passed",
-                    family.as_str(),
-                    eps.len()
-                ));
-                if flag.is_cancelled() {
-                    break;
-                }
-            }
-            Ok(())
-        })();
-        finished.store(true, Ordering::SeqCst);
-        result.map(|()| lines)
-    })?;
-    if cancel.load(Ordering::SeqCst) {
-        return Err(NightError::Cancelled);
+    let mut lines = Vec::new();
+    let mut done = 0;
+    for (k, &(family, n)) in batches.iter().enumerate() {
+        let batch_seed = seed.wrapping_add(k as u64 * 1000);
+        let run_cfg =
+            RunConfig::practice_at_level(&store, family, n, samples, Some(batch_seed), None)?;
+        let level = run_cfg.difficulty;
+        let eps = run(&engine, &store, &services, &run_cfg, &flag, &mut |i, e| {
+            let mark = if e.verdict.passed { "pass" } else { "fail" };
+            on(
+                done + i,
+                total,
+                format!("{} level {level}: {mark}", family.as_str()),
+            );
+        })?;
+        done += eps.len();
+        let passed = eps.iter().filter(|e| e.verdict.passed).count();
+        lines.push(format!(
+            "practised {} at level {level}: {passed} of {} attempts passed",
+            family.as_str(),
+            eps.len()
+        ));
+        if cancel.is_cancelled() {
+            return Err(NightError::Cancelled);
+        }
     }
     Ok(lines)
 }
@@ -195,7 +173,7 @@ pub fn practise(
 mod tests {
     use super::*;
     use reverie_core::{Home, TokenRole, TokenSpan};
-    use reverie_store::{EpisodeKind, NewEpisode};
+    use reverie_store::NewEpisode;
 
     #[test]
     fn practice_becomes_rewarded_tasks_and_eval_is_only_skipped() {

@@ -55,6 +55,7 @@ mod tests {
             reason: String::new(),
             group: None,
             checked: false,
+            kind: crate::judge::TaskKind::Judged,
         }
     }
 

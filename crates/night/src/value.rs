@@ -43,16 +43,15 @@ impl ValueMemory {
             .filter(|n| n.status == reverie_store::NightStatus::Done)
         {
             let age = (now_ms - n.started_ms).max(0) as f64 / 86_400_000.0;
-            for t in n.report["tasks"].as_array().into_iter().flatten() {
-                if let Ok(t) = serde_json::from_value::<crate::judge::JudgedTask>(t.clone()) {
-                    m.entries.push(MemoryEntry {
-                        description: t.description,
-                        reward: t.reward,
-                        turns: t.turns,
-                        age_days: age,
-                        night: n.id,
-                    });
-                }
+            let report = crate::NightReport::from_json_or_empty(&n.report);
+            for t in report.tasks {
+                m.entries.push(MemoryEntry {
+                    description: t.description,
+                    reward: t.reward,
+                    turns: t.turns,
+                    age_days: age,
+                    night: n.id,
+                });
             }
         }
         Ok(m)
@@ -148,7 +147,7 @@ impl<'s> Similarity<'s> {
 }
 
 /// The value model's prediction and the exact tokens that produced it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Prediction {
     /// The expected reward under the model's distribution over grades (the
     /// baseline of the task's advantage), or the answered grade where that

@@ -8,25 +8,18 @@ use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
 use reverie_practice::{paired, run_model, Family, Outcome, Paired, RunConfig, EVAL_SEED};
-use reverie_store::Store;
+use reverie_store::{EpisodeKind, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::config::NightConfig;
 use crate::error::NightError;
+use crate::report::NightReport;
 
 pub const SANITY_TEXT: &str = include_str!("../../../assets/prompts/sanity.txt");
 
 /// Perplexity of the sanity text under the model at `path`.
 pub fn perplexity(path: &Path, gpu_layers: u32) -> Result<f64, reverie_infer::InferError> {
-    let engine = Engine::load(
-        path,
-        EngineConfig {
-            slots: 1,
-            n_ctx: 512,
-            gpu_layers,
-            ..EngineConfig::default()
-        },
-    )?;
+    let engine = Engine::load(path, EngineConfig::sized(1, 512, gpu_layers, None))?;
     let ids = engine.tokenize_document(SANITY_TEXT);
     let lps = engine.score(&ids)?;
     let mean = lps.iter().map(|&x| x as f64).sum::<f64>() / lps.len().max(1) as f64;
@@ -45,7 +38,7 @@ pub fn families_to_check(store: &Store, since_ms: i64) -> Result<Vec<(Family, u3
         let Ok(f) = Family::parse(&e.family) else {
             continue;
         };
-        if e.kind == "practice" && !out.iter().any(|(g, _)| *g == f) {
+        if e.kind == EpisodeKind::Practice && !out.iter().any(|(g, _)| *g == f) {
             out.push((f, e.difficulty));
         }
     }
@@ -58,7 +51,8 @@ pub fn families_to_check(store: &Store, since_ms: i64) -> Result<Vec<(Family, u3
 }
 
 /// One family's success rate on the same tasks before and after the night.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(default)]
 pub struct FamilyCheck {
     pub family: String,
     pub level: u32,
@@ -74,7 +68,7 @@ pub struct FamilyCheck {
     /// The earlier night that had already measured the old model on these
     /// tasks (as the model it deployed), when those results were reused
     /// instead of measured again.
-    #[serde(default)]
+    #[ts(type = "number | null")]
     pub before_from_night: Option<i64>,
 }
 
@@ -153,12 +147,14 @@ impl Measured {
         let Some(record) = store.nights()?.into_iter().find(|n| n.id == night) else {
             return Ok(None);
         };
-        let verify = &record.report["verify"];
+        // Reports written before outcomes were recorded have none to reuse.
+        let verify = NightReport::from_json_or_empty(&record.report)
+            .verify
+            .unwrap_or_default();
         Ok(Some(Measured {
             night,
-            perplexity: verify["perplexity_after"].as_f64(),
-            // Reports written before outcomes were recorded have none to reuse.
-            checks: serde_json::from_value(verify["tasks"].clone()).unwrap_or_default(),
+            perplexity: verify.perplexity_after,
+            checks: verify.tasks,
         }))
     }
 
@@ -185,18 +181,27 @@ pub fn task_success(
     after: &Path,
     families: &[(Family, u32)],
     cfg: &NightConfig,
+    cancel: &CancelFlag,
     on_family: &mut dyn FnMut(usize, Family),
 ) -> Result<Vec<FamilyCheck>, NightError> {
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
-    let cancel = CancelFlag::default();
+    // A child: each attempt's turn resets its flag, never the night's.
+    let cancel = cancel.child();
     let mut out = Vec::new();
     for (i, &(family, level)) in families.iter().enumerate() {
+        if cancel.is_cancelled() {
+            return Err(NightError::Cancelled);
+        }
         on_family(i, family);
         let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
-        let attempt = |model: &Path| {
-            run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)
-                .map(|e| Outcome::of(&e))
+        let attempt = |model: &Path| -> Result<Vec<Outcome>, NightError> {
+            let episodes = run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)?;
+            // A cancelled run stops early; its partial outcomes mean nothing.
+            if cancel.is_cancelled() {
+                return Err(NightError::Cancelled);
+            }
+            Ok(Outcome::of(&episodes))
         };
         let known = earlier.and_then(|m| {
             m.outcomes(family, level, cfg.verify_tasks)
@@ -215,7 +220,7 @@ pub fn task_success(
 mod tests {
     use super::*;
     use reverie_core::{MessageRole, TokenSpan};
-    use reverie_store::{EpisodeKind, NewEpisode};
+    use reverie_store::NewEpisode;
 
     #[test]
     fn practised_families_are_checked_with_the_held_out_one() {
@@ -335,5 +340,62 @@ mod tests {
         assert!(!c(0.5, 0.25).regressed(0.25));
         assert!(c(0.5, 0.125).regressed(0.25));
         assert!(!c(0.0, 1.0).regressed(0.0));
+    }
+
+    /// Cancelling the night while verify measures task families stops it
+    /// within seconds, not after every attempt of every family.
+    #[test]
+    fn a_cancel_during_the_task_checks_stops_them_within_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        reverie_gguf::synth::write(
+            &model,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        let home = Home::new(dir.path().join("home"));
+        let cfg = NightConfig {
+            // Far more work than the test waits for.
+            verify_tasks: 2000,
+            ..NightConfig::default()
+        };
+        let families = [(Family::Arithmetic, 2), (Family::Units, 3)];
+        let cancel = CancelFlag::default();
+        let presser = cancel.clone();
+        let started = std::time::Instant::now();
+        let pressed = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            presser.cancel();
+            std::time::Instant::now()
+        });
+        let result = task_success(
+            &home,
+            (&model, None),
+            &model,
+            &families,
+            &cfg,
+            &cancel,
+            &mut |_, _| {},
+        );
+        let stopped = std::time::Instant::now();
+        let pressed = pressed.join().unwrap();
+        assert!(matches!(result, Err(NightError::Cancelled)), "{result:?}");
+        assert!(
+            stopped.duration_since(pressed) < std::time::Duration::from_secs(5),
+            "stopped {:?} after the press (ran {:?})",
+            stopped.duration_since(pressed),
+            started.elapsed()
+        );
+        // Pressed before it starts: nothing is measured.
+        let before = task_success(
+            &home,
+            (&model, None),
+            &model,
+            &families,
+            &cfg,
+            &cancel,
+            &mut |_, _| panic!("no family is started after a cancel"),
+        );
+        assert!(matches!(before, Err(NightError::Cancelled)));
     }
 }

@@ -21,8 +21,8 @@ pub use check::{check, Verdict};
 pub use family::{Family, Task};
 pub use paired::{paired, Outcome, Paired};
 pub use runner::{
-    next_difficulty, run, run_model, Episode, RunConfig, Tally, EVAL_SEED, PRACTICE_TASKER_SHARE,
-    PRACTICE_TEMPERATURE,
+    fresh_seed, next_difficulty, run, run_model, Episode, RunConfig, Tally, TaskWriter, EVAL_SEED,
+    PRACTICE_TASKER_SHARE, PRACTICE_TEMPERATURE,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::runner::Episode;
 
 /// Task-by-task comparison of two runs of the same tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Paired {
     /// Tasks attempted in both runs.
     pub tasks: usize,
@@ -33,7 +33,7 @@ impl Paired {
 }
 
 /// One attempted task: its prompt and whether the answer passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Outcome {
     pub prompt: String,
     pub passed: bool,

@@ -159,6 +159,26 @@ impl RunConfig {
         }
     }
 
+    /// A practice batch of `family` for `store`'s history: at `difficulty`,
+    /// or at the level where about half the recent attempts passed; with
+    /// `seed`, or a fresh one. The night and `reverie practice` both choose
+    /// their batches here.
+    pub fn practice_at_level(
+        store: &Store,
+        family: Family,
+        n: usize,
+        samples: usize,
+        seed: Option<u64>,
+        difficulty: Option<u32>,
+    ) -> Result<RunConfig, PracticeError> {
+        let difficulty = match difficulty {
+            Some(d) => d,
+            None => next_difficulty(&store.episodes_since(0)?, family),
+        };
+        let seed = seed.unwrap_or_else(fresh_seed);
+        Ok(RunConfig::practice(family, n, samples, seed, difficulty))
+    }
+
     /// Whether the model writes task `i`: spread evenly through the batch,
     /// `tasker_share` of the tasks, the first one from the generator.
     pub fn tasker_writes(&self, i: usize) -> bool {
@@ -169,6 +189,50 @@ impl RunConfig {
     /// Episodes the batch records: tasks × attempts.
     pub fn episodes(&self) -> usize {
         self.n * self.samples.max(1)
+    }
+}
+
+/// A seed no earlier run used: the clock in nanoseconds.
+pub fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Who writes a practice batch's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskWriter {
+    /// The model writes every other task, the family's generator the rest.
+    Mixed,
+    /// The model writes every task (a tasker channel each).
+    Model,
+    /// The family's generator writes every task.
+    Program,
+}
+
+impl TaskWriter {
+    /// The share of tasks the model writes.
+    pub fn share(self) -> f32 {
+        match self {
+            TaskWriter::Mixed => PRACTICE_TASKER_SHARE,
+            TaskWriter::Model => 1.0,
+            TaskWriter::Program => 0.0,
+        }
+    }
+}
+
+impl std::str::FromStr for TaskWriter {
+    type Err = PracticeError;
+
+    fn from_str(s: &str) -> Result<TaskWriter, PracticeError> {
+        match s {
+            "mixed" => Ok(TaskWriter::Mixed),
+            "model" => Ok(TaskWriter::Model),
+            "program" => Ok(TaskWriter::Program),
+            other => Err(PracticeError::Invalid(format!(
+                "{other:?} is not a task writer; use mixed, model or program"
+            ))),
+        }
     }
 }
 
@@ -407,15 +471,7 @@ pub fn run_model(
     cfg: &RunConfig,
     cancel: &CancelFlag,
 ) -> Result<Vec<Episode>, PracticeError> {
-    let engine = Engine::load(
-        model,
-        EngineConfig {
-            slots: 1,
-            n_ctx: 8192,
-            gpu_layers,
-            ..EngineConfig::default()
-        },
-    )?;
+    let engine = Engine::load(model, EngineConfig::sized(1, 8192, gpu_layers, None))?;
     run(&engine, store, services, cfg, cancel, &mut |_, _| {})
 }
 
@@ -429,7 +485,10 @@ pub fn next_difficulty(history: &[PracticeEpisode], family: Family) -> u32 {
     let recent: Vec<&PracticeEpisode> = history
         .iter()
         .rev()
-        .filter(|e| e.family == family.as_str() && (e.kind == "practice" || e.kind == "eval"))
+        .filter(|e| {
+            e.family == family.as_str()
+                && matches!(e.kind, EpisodeKind::Practice | EpisodeKind::Eval)
+        })
         .take(20)
         .collect();
     let Some(last) = recent.first() else {

@@ -9,7 +9,7 @@ use reverie_core::{Home, MessageRole, SamplingParams};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_infer::{Constraint, Engine, EngineConfig};
 use reverie_practice::{run, Episode, Family, PracticeError, RunConfig, Tally, Task};
-use reverie_store::Store;
+use reverie_store::{EpisodeKind, Store};
 use reverie_tools::Services;
 
 struct Setup {
@@ -91,7 +91,7 @@ fn attempts_are_recorded_with_their_verdicts_and_only_the_familys_tools() {
     let stored = s.store.episodes_since(0).unwrap();
     assert_eq!(stored.len(), 2);
     for (e, row) in eps.iter().zip(&stored) {
-        assert_eq!(row.kind, "practice");
+        assert_eq!(row.kind, EpisodeKind::Practice);
         assert_eq!(row.passed, e.verdict.passed);
         assert_eq!(row.why, e.verdict.why);
         assert_eq!(row.expected, e.task.expected);
@@ -163,7 +163,10 @@ fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
     let eps = s.run(&cfg).unwrap();
     assert_eq!(eps.len(), 4);
     let stored = s.store.episodes_since(0).unwrap();
-    let taskers: Vec<_> = stored.iter().filter(|e| e.kind == "tasker").collect();
+    let taskers: Vec<_> = stored
+        .iter()
+        .filter(|e| e.kind == EpisodeKind::Tasker)
+        .collect();
     assert_eq!(taskers.len(), 2, "one proposal per task");
     for (i, t) in taskers.iter().enumerate() {
         let ch = s
@@ -206,7 +209,7 @@ fn the_model_writes_the_tasks_and_its_proposals_are_recorded() {
             .episodes_since(0)
             .unwrap()
             .iter()
-            .filter(|e| e.kind == "tasker")
+            .filter(|e| e.kind == EpisodeKind::Tasker)
             .count(),
         2,
         "eval batches never ask the tasker"
@@ -234,7 +237,7 @@ fn a_reply_with_the_right_answer_passes_and_eval_is_marked_as_eval() {
         .episodes_since(0)
         .unwrap()
         .iter()
-        .all(|r| r.kind == "eval" && r.passed));
+        .all(|r| r.kind == EpisodeKind::Eval && r.passed));
 }
 
 /// Every reply is a calculator call whose expression is the right answer.

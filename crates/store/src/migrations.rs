@@ -163,4 +163,71 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE practice_episodes_6 RENAME TO practice_episodes;
     CREATE INDEX practice_by_time ON practice_episodes(created_ms);
     "#,
+    // 7: a call that repeated an earlier call of its turn to no effect is
+    // a field, not recognised by the reminder added to its result. Calls
+    // recorded before: a reply whose every result message (the tool
+    // messages right after it) ended with the reminder.
+    r#"
+    ALTER TABLE tool_calls ADD COLUMN repeated INTEGER NOT NULL DEFAULT 0;
+    UPDATE tool_calls SET repeated = 1 WHERE message_id IN (
+        WITH reply_results AS (
+            SELECT r.id AS reply, t.text AS text
+            FROM messages r JOIN messages t
+              ON t.channel_id = r.channel_id AND t.id > r.id AND t.role = 'tool'
+            WHERE r.role = 'assistant'
+              AND NOT EXISTS (SELECT 1 FROM messages x
+                              WHERE x.channel_id = r.channel_id AND x.id > r.id
+                                AND x.id < t.id AND x.role <> 'tool')
+        )
+        SELECT reply FROM reply_results GROUP BY reply
+        HAVING MIN(substr(text, -length('(Same call and result as earlier in this turn: use it and answer.)')) = '(Same call and result as earlier in this turn: use it and answer.)') = 1
+    );
+    "#,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    /// Calls recorded before the `repeated` field: a reply whose every
+    /// result carried the reminder is flagged, others are not.
+    #[test]
+    fn calls_repeated_before_the_field_existed_are_flagged_from_their_results() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..6] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO channels (id, name, created_ms) VALUES (1, 'c', 0);
+             INSERT INTO messages (id, channel_id, role, text, created_ms) VALUES
+               (1, 1, 'user', '2+2?', 0),
+               (2, 1, 'assistant', 'call', 0),
+               (3, 1, 'tool', '2+2 = 4', 0),
+               (4, 1, 'assistant', 'call', 0),
+               (5, 1, 'tool', '2+2 = 4
+
+(Same call and result as earlier in this turn: use it and answer.)', 0),
+               (6, 1, 'assistant', 'two calls', 0),
+               (7, 1, 'tool', 'x
+
+(Same call and result as earlier in this turn: use it and answer.)', 0),
+               (8, 1, 'tool', 'fresh', 0),
+               (9, 1, 'assistant', '4', 0);
+             INSERT INTO tool_calls (message_id, call_id, name, arguments, started_ms) VALUES
+               (2, 'call_1', 'calculator', '{}', 0),
+               (4, 'call_1', 'calculator', '{}', 0),
+               (6, 'call_1', 'calculator', '{}', 0),
+               (6, 'call_2', 'calculator', '{}', 0);",
+        )
+        .unwrap();
+        conn.execute_batch(MIGRATIONS[6]).unwrap();
+        let flagged: Vec<(i64, String)> = conn
+            .prepare("SELECT message_id, call_id FROM tool_calls WHERE repeated = 1")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(flagged, [(4, "call_1".to_string())]);
+    }
+}

@@ -13,9 +13,7 @@ pub struct PracticeEpisode {
     pub id: i64,
     pub channel: i64,
     pub family: String,
-    /// `practice` (trained on), `eval` (never trained on) or `tasker` (the
-    /// model proposing a task; `prompt` is the task it proposed).
-    pub kind: String,
+    pub kind: EpisodeKind,
     pub difficulty: u32,
     pub prompt: String,
     pub expected: String,
@@ -24,10 +22,15 @@ pub struct PracticeEpisode {
     pub created_ms: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an episode was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EpisodeKind {
+    /// An attempt at a task, trained on.
     Practice,
+    /// An attempt that only measures, never trained on.
     Eval,
+    /// The model proposing a task; `prompt` is the task it proposed.
     Tasker,
 }
 
@@ -38,6 +41,16 @@ impl EpisodeKind {
             EpisodeKind::Eval => "eval",
             EpisodeKind::Tasker => "tasker",
         }
+    }
+
+    fn parse(s: &str) -> Option<EpisodeKind> {
+        [
+            EpisodeKind::Practice,
+            EpisodeKind::Eval,
+            EpisodeKind::Tasker,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -87,7 +100,16 @@ impl Store {
                 id: r.get(0)?,
                 channel: r.get(1)?,
                 family: r.get(2)?,
-                kind: r.get(3)?,
+                kind: {
+                    let kind: String = r.get(3)?;
+                    EpisodeKind::parse(&kind).ok_or_else(|| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            3,
+                            rusqlite::types::Type::Text,
+                            format!("unknown episode kind {kind:?}").into(),
+                        )
+                    })?
+                },
                 difficulty: r.get(4)?,
                 prompt: r.get(5)?,
                 expected: r.get(6)?,

@@ -88,6 +88,7 @@ impl Store {
     // ---- channels ---------------------------------------------------------
 
     pub fn create_channel(&self, name: &str) -> Result<ChannelId> {
+        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
         let conn = self.conn();
         let res = conn.execute(
             "INSERT INTO channels (name, created_ms) VALUES (?1, ?2)",
@@ -106,6 +107,7 @@ impl Store {
 
     /// The channel called `name`, created if it does not exist.
     pub fn ensure_channel(&self, name: &str) -> Result<ChannelId> {
+        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
         match self.channel_by_name(name)? {
             Some(c) => Ok(c.id),
             None => self.create_channel(name),
@@ -143,6 +145,7 @@ impl Store {
     }
 
     pub fn rename_channel(&self, id: ChannelId, name: &str) -> Result<()> {
+        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
         let n = self
             .conn()
             .execute(
@@ -324,6 +327,35 @@ impl Store {
             });
         }
         Ok(())
+    }
+
+    /// Records that call `call_id` of reply `message` repeated an earlier
+    /// call of its turn to no effect (same arguments, same result).
+    pub fn mark_repeated_call(&self, message: MessageId, call_id: &str) -> Result<()> {
+        let n = self.conn().execute(
+            "UPDATE tool_calls SET repeated = 1 WHERE message_id = ?1 AND call_id = ?2",
+            params![message.0, call_id],
+        )?;
+        if n == 0 {
+            return Err(StoreError::NotFound {
+                what: "tool call of message",
+                id: message.0,
+            });
+        }
+        Ok(())
+    }
+
+    /// The replies of `channel` whose every call repeated an earlier call
+    /// of its turn to no effect.
+    pub fn replies_repeating_calls(&self, channel: ChannelId) -> Result<Vec<MessageId>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT c.message_id FROM tool_calls c JOIN messages m ON m.id = c.message_id
+             WHERE m.channel_id = ?1 GROUP BY c.message_id HAVING MIN(c.repeated) = 1
+             ORDER BY c.message_id",
+        )?;
+        let rows = stmt.query_map([channel.0], |r| Ok(MessageId(r.get(0)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     pub fn tool_calls(&self, message: MessageId) -> Result<Vec<ToolCall>> {

@@ -289,6 +289,35 @@ fn practice_episodes_keep_their_verdicts_and_kind() {
     assert_eq!(all.len(), 3);
     assert_eq!((all[0].kind.as_str(), all[0].passed), ("practice", true));
     assert_eq!((all[1].kind.as_str(), all[1].passed), ("eval", false));
-    assert_eq!(all[2].kind, "tasker");
+    assert_eq!(all[2].kind, reverie_store::EpisodeKind::Tasker);
     assert!(s.episodes_since(i64::MAX).unwrap().is_empty());
+}
+
+/// A call repeated to no effect is a field of the call; a reply counts as
+/// repeating when every call of it was a repeat.
+#[test]
+fn replies_whose_every_call_was_a_repeat_are_found_by_their_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&reverie_core::Home::new(dir.path())).unwrap();
+    let ch = store.create_channel("c").unwrap();
+    let span = reverie_core::TokenSpan::default();
+    let reply = |calls: &[(&str, bool)]| {
+        let m = store
+            .append_message(ch, reverie_core::MessageRole::Assistant, "call", &span)
+            .unwrap();
+        for (id, repeated) in calls {
+            store.record_tool_call(m, id, "calculator", "{}").unwrap();
+            store.finish_tool_call(m, id, true, "4").unwrap();
+            if *repeated {
+                store.mark_repeated_call(m, id).unwrap();
+            }
+        }
+        m
+    };
+    let _fresh = reply(&[("call_1", false)]);
+    let repeat = reply(&[("call_1", true)]);
+    let _mixed = reply(&[("call_1", true), ("call_2", false)]);
+    let both = reply(&[("call_1", true), ("call_2", true)]);
+    assert_eq!(store.replies_repeating_calls(ch).unwrap(), [repeat, both]);
+    assert!(store.mark_repeated_call(repeat, "call_9").is_err());
 }

@@ -37,6 +37,7 @@
 //! assert!(tools.call("read_file", &serde_json::json!({"path": "a.txt"})).is_err());
 //! ```
 
+pub mod attachments;
 mod board;
 pub mod calculator;
 mod camera;

@@ -63,12 +63,14 @@ fn tensor_f32(t: &Tensor) -> candle_core::Result<Vec<f32>> {
 }
 
 /// What an export did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, ts_rs::TS)]
+#[serde(default)]
 pub struct ExportReport {
     pub tensors: usize,
     pub merged: usize,
     pub quantized: usize,
     pub kept: usize,
+    #[ts(type = "number")]
     pub bytes: u64,
 }
 
@@ -181,11 +183,11 @@ fn merged(
 /// Writes the adapter alone as a llama.cpp LoRA GGUF (`general.type =
 /// adapter`, tensors `<weight>.lora_a [r, in]` and `<weight>.lora_b [out, r]`).
 pub fn write_adapter(model: &Model, lora: &Lora, out: &Path) -> Result<u64, TrainError> {
-    let arch = match model.hp.family {
-        crate::hparams::Family::Llama => "llama",
-        crate::hparams::Family::Qwen2 => "qwen2",
-        crate::hparams::Family::Qwen3 => "qwen3",
-        crate::hparams::Family::Gemma3 => "gemma3",
+    let arch = match model.hp.architecture {
+        crate::hparams::Architecture::Llama => "llama",
+        crate::hparams::Architecture::Qwen2 => "qwen2",
+        crate::hparams::Architecture::Qwen3 => "qwen3",
+        crate::hparams::Architecture::Gemma3 => "gemma3",
     };
     let metadata = vec![
         (

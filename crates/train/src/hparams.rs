@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
 
-/// Architecture families the trainer implements.
+/// The model architectures the trainer implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub enum Architecture {
     Llama,
     Qwen2,
     Qwen3,
@@ -15,7 +15,7 @@ pub enum Family {
 
 #[derive(Debug, Clone)]
 pub struct Hparams {
-    pub family: Family,
+    pub architecture: Architecture,
     pub n_vocab: usize,
     pub n_embd: usize,
     pub n_layer: usize,
@@ -40,11 +40,11 @@ impl Hparams {
             .and_then(|v| v.to_string().ok())
             .cloned()
             .ok_or("no general.architecture")?;
-        let family = match arch.as_str() {
-            "llama" => Family::Llama,
-            "qwen2" => Family::Qwen2,
-            "qwen3" => Family::Qwen3,
-            "gemma3" => Family::Gemma3,
+        let architecture = match arch.as_str() {
+            "llama" => Architecture::Llama,
+            "qwen2" => Architecture::Qwen2,
+            "qwen3" => Architecture::Qwen3,
+            "gemma3" => Architecture::Gemma3,
             other => return Err(format!("architecture {other:?} is not supported by the trainer (llama, qwen2, qwen3, gemma3 are)")),
         };
         let u = |k: &str| -> Option<usize> {
@@ -62,7 +62,7 @@ impl Hparams {
         let n_head = need("attention.head_count")?;
         let head_dim = u("attention.key_length").unwrap_or(n_embd / n_head);
         Ok(Hparams {
-            family,
+            architecture,
             n_vocab,
             n_embd,
             n_layer: need("block_count")?,
@@ -73,7 +73,7 @@ impl Hparams {
             eps: f("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f64,
             rope_base: f("rope.freq_base").unwrap_or(10_000.0),
             rope_base_swa: f("rope.freq_base_swa").unwrap_or(10_000.0),
-            sliding_window: if family == Family::Gemma3 {
+            sliding_window: if architecture == Architecture::Gemma3 {
                 u("attention.sliding_window").filter(|w| *w > 0)
             } else {
                 None
@@ -89,6 +89,6 @@ impl Hparams {
 
     /// Interleaved-pair RoPE (llama.cpp's "normal") vs. split-half (NeoX).
     pub fn interleaved_rope(&self) -> bool {
-        self.family == Family::Llama
+        self.architecture == Architecture::Llama
     }
 }

@@ -56,7 +56,8 @@ impl LossConfig {
 }
 
 /// The terms of one sequence's loss, as numbers for logs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize, ts_rs::TS)]
+#[serde(default)]
 pub struct LossTerms {
     pub oapl: f32,
     pub env: f32,

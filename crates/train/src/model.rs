@@ -12,7 +12,7 @@ use crate::error::TrainError;
 use crate::frozen::FrozenMatmul;
 use crate::fused;
 use crate::glu::{self, silu_mul};
-use crate::hparams::{Family, Hparams};
+use crate::hparams::{Architecture, Hparams};
 use crate::lm_head::frozen_target_logprobs;
 use crate::lora::Lora;
 use crate::ops;
@@ -228,7 +228,7 @@ impl Model {
             &self.device,
         )?;
         let h = self.embed.index_select(&idx, 0)?;
-        if self.hp.family == Family::Gemma3 {
+        if self.hp.architecture == Architecture::Gemma3 {
             h * (self.hp.n_embd as f64).sqrt()
         } else {
             Ok(h)
@@ -301,7 +301,7 @@ impl Model {
         });
         let gated = match both {
             // One op for both adapted projections and the gate.
-            Some((scale, ag, au)) if hp.family != Family::Gemma3 => {
+            Some((scale, ag, au)) if hp.architecture != Architecture::Gemma3 => {
                 let a = Tensor::cat(&[ag.a.as_tensor(), au.a.as_tensor()], 0)?;
                 let b = Tensor::cat(&[ag.b.as_tensor(), au.b.as_tensor()], 0)?;
                 glu::gated(&x, (&l.gate, &l.up), &a, &b, scale)?
@@ -309,7 +309,7 @@ impl Model {
             _ => {
                 let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
                 let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
-                if hp.family == Family::Gemma3 {
+                if hp.architecture == Architecture::Gemma3 {
                     (ops::gelu_tanh(&g)? * u)?
                 } else {
                     silu_mul(&g, &u)?

@@ -170,6 +170,11 @@ impl<'m> Trainer<'m> {
         self.step >= self.total_steps()
     }
 
+    /// The trained adapter, freeing the data and optimizer state.
+    pub fn into_lora(self) -> Lora {
+        self.lora
+    }
+
     /// The data index at global cursor position `k` (a fresh seeded
     /// permutation per epoch).
     fn index_at(&self, k: usize) -> usize {

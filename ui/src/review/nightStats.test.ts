@@ -1,14 +1,15 @@
 import { describe, expect, it } from "vitest";
-import type { NightView } from "../types";
+import { nightReport } from "../testReports";
+import type { NightReport, NightView } from "../types";
 import { nightStats } from "./nightStats";
 
-const night = (id: number, report: NightView["report"]): NightView => ({
+const night = (id: number, report: Partial<NightReport>): NightView => ({
   id,
   started_ms: 0,
   finished_ms: 1,
   status: "done",
   stage: "deploy",
-  report,
+  report: nightReport(report),
 });
 
 describe("night stats", () => {
@@ -17,7 +18,7 @@ describe("night stats", () => {
       night(1, {
         summary: { tasks: 2, mean_reward: 0.5, mean_predicted: 0.4, mean_abs_prediction_error: 0.1 },
         advantages: [0.3, null, -0.1],
-        train: { steps: 2, tokens: 10, losses: [{ total: 1, oapl: 0.5, env: 0.3, user: 0.2 }, { total: 3, oapl: 1.5, env: 0.7, user: 0.8 }] },
+        train: { data: null, sequences: 2, without_signal: 0, steps: 2, tokens: 10, losses: [{ total: 1, oapl: 0.5, env: 0.3, user: 0.2 }, { total: 3, oapl: 1.5, env: 0.7, user: 0.8 }] },
       }),
       night(2, { cancelled: true }),
       night(3, { summary: { tasks: 0, mean_reward: null, mean_predicted: null, mean_abs_prediction_error: null } }),

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { nightReport } from "../testReports";
 import type { SleepEvent } from "../types";
 import { applySleepEvent, fractionDone, startProgress } from "./sleepStore";
 
@@ -24,7 +25,7 @@ describe("sleep store", () => {
     expect(p.steps).toHaveLength(1);
     expect(p.etaS).toBe(30);
     p = applySleepEvent(p, progress({ type: "note", stage: "verify", message: "perplexity rose 40%" }));
-    p = applySleepEvent(p, { kind: "finished", night: 3, deployed: null, kept_reason: "perplexity rose 40%", report: {} });
+    p = applySleepEvent(p, { kind: "finished", night: 3, deployed: null, kept_reason: "perplexity rose 40%", report: nightReport() });
     expect(p.running).toBe(false);
     expect(p.notes).toEqual(["verify: perplexity rose 40%"]);
     expect(p.outcome).toMatchObject({ kind: "finished", keptReason: "perplexity rose 40%" });

@@ -1,0 +1,164 @@
+//! The turn's stop policy: when a run of tool calls is going nowhere, the
+//! harness stops it with a notice. Counts failures of the same call,
+//! failures in a row, calls that repeat an earlier call of the turn to no
+//! effect, and the turn's call budget.
+
+use std::collections::HashSet;
+
+use crate::wrap_up::STOPPED;
+
+/// A call that fails the same way this many times in a row ends the turn.
+const MAX_REPEATED_FAILURES: usize = 3;
+/// Failed calls in a row, whatever they were, that end the turn: a model
+/// that varies a broken call slightly is not getting anywhere either.
+const MAX_FAILURES_IN_A_ROW: usize = 5;
+
+/// Added to the result of a call the turn already made with the same
+/// arguments and result, so a small model that repeats itself is told to
+/// use what it has.
+pub(crate) const REPEAT_HINT: &str =
+    "(Same call and result as earlier in this turn: use it and answer.)";
+
+/// Why the harness stops a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// The same call failed the same way again and again.
+    SameFailure,
+    /// Calls repeated an earlier call with the same result, past the hint.
+    RepeatedCall,
+    /// Call after call failed.
+    FailuresInRow,
+    /// The turn used its budget of calls.
+    CallLimit,
+}
+
+impl StopCause {
+    /// The notice the model sees; `then` says what to do next. No counts
+    /// in these texts: a small model asked for a number answers with any
+    /// number it was just shown.
+    pub fn notice(self, then: &str) -> String {
+        let why = match self {
+            StopCause::SameFailure => {
+                "the same tool call failed again and again. Read the error; next time try something different."
+            }
+            StopCause::RepeatedCall => {
+                "the same tool call was repeated with the same result. Use the result you have."
+            }
+            StopCause::FailuresInRow => "tool call after tool call failed. Read the errors.",
+            StopCause::CallLimit => "it reached the limit of tool calls for one turn.",
+        };
+        format!("{STOPPED}: {why} {then}")
+    }
+}
+
+/// One turn's counters.
+#[derive(Debug, Default)]
+pub struct TurnGuard {
+    max_repeated_calls: usize,
+    last_failure: Option<String>,
+    same_failures: usize,
+    failures_in_row: usize,
+    succeeded: HashSet<String>,
+    repeats_in_row: usize,
+}
+
+impl TurnGuard {
+    /// A fresh turn that stops after `max_repeated_calls` repeated calls
+    /// in a row (`usize::MAX`: never).
+    pub fn new(max_repeated_calls: usize) -> TurnGuard {
+        TurnGuard {
+            max_repeated_calls,
+            ..TurnGuard::default()
+        }
+    }
+
+    /// Records one call's outcome, in order; `signature` is its name,
+    /// arguments and result. Returns whether it repeated an earlier call
+    /// of the turn to no effect (its result then carries [`REPEAT_HINT`]).
+    pub fn record(&mut self, signature: &str, ok: bool) -> bool {
+        if !ok && self.last_failure.as_deref() == Some(signature) {
+            self.same_failures += 1;
+        } else {
+            self.same_failures = usize::from(!ok);
+        }
+        self.last_failure = (!ok).then(|| signature.to_string());
+        self.failures_in_row = if ok { 0 } else { self.failures_in_row + 1 };
+        let repeat = ok && !self.succeeded.insert(signature.to_string());
+        self.repeats_in_row = if repeat { self.repeats_in_row + 1 } else { 0 };
+        repeat
+    }
+
+    /// Whether the turn must stop now, having made `calls_made` of its
+    /// `max_calls` calls, and why (the first reason in this order).
+    pub fn stop(&self, calls_made: usize, max_calls: usize) -> Option<StopCause> {
+        if self.same_failures >= MAX_REPEATED_FAILURES {
+            Some(StopCause::SameFailure)
+        } else if self.repeats_in_row >= self.max_repeated_calls {
+            Some(StopCause::RepeatedCall)
+        } else if self.failures_in_row >= MAX_FAILURES_IN_A_ROW {
+            Some(StopCause::FailuresInRow)
+        } else if calls_made >= max_calls {
+            Some(StopCause::CallLimit)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_failure_three_times_stops_the_turn() {
+        let mut g = TurnGuard::new(2);
+        for _ in 0..2 {
+            g.record("read_file a.txt: not found", false);
+            assert_eq!(g.stop(2, 24), None);
+        }
+        g.record("read_file a.txt: not found", false);
+        assert_eq!(g.stop(3, 24), Some(StopCause::SameFailure));
+    }
+
+    #[test]
+    fn five_different_failures_in_a_row_stop_it_and_a_success_resets_them() {
+        let mut g = TurnGuard::new(2);
+        for i in 0..4 {
+            g.record(&format!("call {i}: error"), false);
+        }
+        g.record("list_files: ok", true);
+        assert_eq!(g.stop(5, 24), None, "a success in between");
+        for i in 0..5 {
+            g.record(&format!("call {i}: error"), false);
+        }
+        assert_eq!(g.stop(10, 24), Some(StopCause::FailuresInRow));
+    }
+
+    #[test]
+    fn a_repeated_call_gets_the_hint_and_a_second_in_a_row_stops() {
+        let mut g = TurnGuard::new(2);
+        assert!(!g.record("calculator 2+2 = 4", true));
+        assert!(g.record("calculator 2+2 = 4", true), "first repeat: hint");
+        assert_eq!(g.stop(2, 24), None);
+        assert!(g.record("calculator 2+2 = 4", true));
+        assert_eq!(g.stop(3, 24), Some(StopCause::RepeatedCall));
+        let mut never = TurnGuard::new(usize::MAX);
+        for _ in 0..10 {
+            never.record("calculator 2+2 = 4", true);
+        }
+        assert_eq!(never.stop(10, 24), None);
+    }
+
+    #[test]
+    fn the_call_budget_stops_it_last_and_the_notice_says_why_without_numbers() {
+        let g = TurnGuard::new(2);
+        assert_eq!(g.stop(23, 24), None);
+        assert_eq!(g.stop(24, 24), Some(StopCause::CallLimit));
+        let text = StopCause::CallLimit.notice("Answer now.");
+        assert!(
+            text.starts_with(STOPPED) && text.ends_with("Answer now."),
+            "{text}"
+        );
+        assert!(!text.chars().any(|c| c.is_ascii_digit()), "{text}");
+    }
+}

@@ -1,0 +1,412 @@
+//! The night's training set: each sub-task's recorded tokens with its
+//! advantage, the per-token marks (a stray end of turn, a call repeated to
+//! no effect) and the value model's answers. The reviewer's token view
+//! shows the marks this module computes, so what is shown is what trains.
+
+use std::collections::HashMap;
+
+use reverie_core::{ChannelId, Message, MessageId, MessageRole, TokenRole, TokenSpan};
+use reverie_store::Store;
+use reverie_train::data::Sequence;
+
+use crate::config::NightConfig;
+use crate::error::NightError;
+use crate::judge::JudgedTask;
+use crate::value::Prediction;
+
+/// Training sequences: each judged sub-task is its channel's recorded tokens
+/// up to the sub-task's last message, with earlier replies demoted to
+/// context (the advantage belongs to this sub-task's actions only); the
+/// token that ended a turn by mistake is marked, and so is every token of
+/// a call that repeated the one before it to no effect. Each value
+/// prediction is a sequence rewarded for the accuracy of the grade it
+/// wrote; the attempts of one practice task share one prediction, which
+/// becomes one sequence rewarded by its mean accuracy over them (one copy
+/// per attempt cost a pass each and weighed a task by its attempt count).
+pub fn sequences(
+    store: &Store,
+    tasks: &[JudgedTask],
+    preds: &[Option<Prediction>],
+    advs: &[Option<f32>],
+    cfg: &NightConfig,
+) -> Result<Vec<Sequence>, NightError> {
+    let mut out = Vec::new();
+    // Value answer tokens → (its sequence in `out`, sum and count of accuracies).
+    let mut answers: HashMap<&[i32], (usize, f32, f32)> = HashMap::new();
+    for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
+        let Some(adv) = adv else { continue };
+        let msgs = store.messages(ChannelId(task.channel))?;
+        let flags = MessageFlags::of(store, ChannelId(task.channel))?;
+        let mut span = TokenSpan::default();
+        let mut marks = Vec::new();
+        for (i, m) in msgs.iter().enumerate().take(task.last + 1) {
+            let mut s = m.tokens.clone();
+            if task.checked && !cfg.practice_echo {
+                // No world-model targets in a practice episode.
+                for r in s.roles.iter_mut() {
+                    if matches!(r, TokenRole::Env | TokenRole::User) {
+                        *r = TokenRole::Context;
+                    }
+                }
+            }
+            if i < task.first {
+                for r in s.roles.iter_mut().filter(|r| **r == TokenRole::Action) {
+                    *r = TokenRole::Context;
+                }
+            } else {
+                let at = span.len();
+                let of_message = message_marks(&msgs, i, &flags, cfg);
+                marks.extend(of_message.into_iter().map(|(k, a)| (at + k, a)));
+            }
+            span.append(&s);
+        }
+        if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
+            out.push(Sequence {
+                ids: span.ids,
+                roles: span.roles,
+                advantage: *adv,
+                reward: None,
+                group: None,
+                token_advantages: marks,
+            });
+        }
+        if let Some(p) = pred.as_ref().filter(|p| p.tokens.len() >= 2) {
+            let accuracy = 1.0 - (p.answered() - task.reward).abs();
+            let (at, sum, n) = answers.entry(&p.tokens.ids).or_insert_with(|| {
+                out.push(Sequence {
+                    ids: p.tokens.ids.clone(),
+                    roles: p.tokens.roles.clone(),
+                    advantage: 0.0,
+                    reward: None,
+                    group: Some("value-model".into()),
+                    token_advantages: vec![],
+                });
+                (out.len() - 1, 0.0, 0.0)
+            });
+            *sum += accuracy;
+            *n += 1.0;
+            out[*at].reward = Some(*sum / *n);
+        }
+    }
+    Ok(out)
+}
+
+/// What the store recorded about a channel's messages that marks tokens.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFlags {
+    /// Replies the agent said it did not mean to end.
+    pub unintended_ends: Vec<MessageId>,
+    /// Replies whose every call repeated an earlier call to no effect.
+    pub repeating_calls: Vec<MessageId>,
+}
+
+impl MessageFlags {
+    pub fn of(store: &Store, channel: ChannelId) -> Result<MessageFlags, reverie_store::StoreError> {
+        Ok(MessageFlags {
+            unintended_ends: store.unintended_ends(channel)?,
+            repeating_calls: store.replies_repeating_calls(channel)?,
+        })
+    }
+}
+
+/// The per-token advantages training gives message `i` of a channel's
+/// `msgs` inside a sub-task, as (token index in the message, advantage):
+/// the token that ended a turn by mistake, and every action token of a
+/// call that repeated the call just before it to no effect. The night
+/// trains with these marks and the reviewer shows them.
+pub fn message_marks(msgs: &[Message], i: usize, flags: &MessageFlags, cfg: &NightConfig) -> Vec<(usize, f32)> {
+    let tokens = &msgs[i].tokens;
+    if flags.unintended_ends.contains(&msgs[i].id) && !tokens.is_empty() {
+        // The token that ended the turn too early.
+        return vec![(tokens.len() - 1, cfg.stray_end_advantage)];
+    }
+    if !repeats_the_call_before(msgs, i, &flags.repeating_calls) {
+        return Vec::new();
+    }
+    // The whole call, not just its first token: a mark on the first token
+    // alone taught the model to open the same call with another token (a
+    // ```json fence instead of the tag).
+    let action: Vec<usize> = (0..tokens.len())
+        .filter(|&k| tokens.roles[k] == TokenRole::Action)
+        .collect();
+    let each = cfg.repeated_call_advantage / action.len().max(1) as f32;
+    action.into_iter().map(|k| (k, each)).collect()
+}
+
+/// Whether assistant message `i` is a call that repeated the turn's call
+/// just before it to no effect: the store recorded every call of it as a
+/// repeat (`repeating`), and the reply before it in the turn has the same
+/// text.
+fn repeats_the_call_before(msgs: &[Message], i: usize, repeating: &[MessageId]) -> bool {
+    let is_reply = |m: &Message| m.role == MessageRole::Assistant;
+    if !is_reply(&msgs[i]) || !repeating.contains(&msgs[i].id) {
+        return false;
+    }
+    let before = msgs[..i]
+        .iter()
+        .rev()
+        .take_while(|m| matches!(m.role, MessageRole::Tool | MessageRole::Assistant))
+        .find(|m| is_reply(m));
+    before.is_some_and(|b| b.text.trim() == msgs[i].text.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequences;
+    use crate::config::NightConfig;
+    use crate::judge::JudgedTask;
+    use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
+    use reverie_store::Store;
+    use reverie_train::data::Sequence;
+
+    #[test]
+    fn an_unintended_end_marks_its_last_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        let span = |ids: &[i32], role| {
+            let mut s = TokenSpan::default();
+            for &i in ids {
+                s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
+            }
+            s
+        };
+        store
+            .append_message(
+                ch,
+                MessageRole::User,
+                "q",
+                &span(&[1, 2, 3], TokenRole::User),
+            )
+            .unwrap();
+        let early = store
+            .append_message(
+                ch,
+                MessageRole::Assistant,
+                "Here:",
+                &span(&[4, 5], TokenRole::Action),
+            )
+            .unwrap();
+        store
+            .append_message(ch, MessageRole::User, "?", &span(&[6], TokenRole::Warning))
+            .unwrap();
+        store
+            .append_message(
+                ch,
+                MessageRole::Assistant,
+                "no",
+                &span(&[7, 8], TokenRole::Action),
+            )
+            .unwrap();
+        store.record_stray_end(early, true).unwrap();
+        let task = JudgedTask {
+            channel: ch.0,
+            description: "t".into(),
+            first: 0,
+            last: 3,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: None,
+            checked: false,
+            kind: crate::judge::TaskKind::Judged,
+        };
+        let seqs = sequences(
+            &store,
+            &[task],
+            &[None],
+            &[Some(0.5)],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(seqs.len(), 1);
+        // ids 1 2 3 4 5 6 7 8: the reply [4, 5] ended at position 4
+        assert_eq!(seqs[0].token_advantages, vec![(4, -1.0)]);
+        assert_eq!(seqs[0].ids[4], 5);
+    }
+
+    #[test]
+    fn a_value_answer_shared_by_attempts_is_one_sequence_with_their_mean_accuracy() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let made = std::cell::Cell::new(0);
+        let attempt = |reward| {
+            made.set(made.get() + 1);
+            let ch = store
+                .create_channel(&format!("attempt {}", made.get()))
+                .unwrap();
+            let mut s = TokenSpan::default();
+            s.push(1, TokenRole::User, None);
+            store
+                .append_message(ch, MessageRole::User, "q", &s)
+                .unwrap();
+            JudgedTask {
+                channel: ch.0,
+                description: "practice: q".into(),
+                first: 0,
+                last: 0,
+                turns: 1,
+                reward,
+                reason: String::new(),
+                group: Some("q".into()),
+                checked: true,
+                kind: crate::judge::TaskKind::Practice,
+            }
+        };
+        let answer = |ids: &[i32], answered| {
+            let mut tokens = TokenSpan::default();
+            for &i in ids {
+                tokens.push(i, TokenRole::Action, Some(-0.1));
+            }
+            Some(crate::value::Prediction {
+                reward: 0.5,
+                turns: 1,
+                tokens,
+                answered: Some(answered),
+            })
+        };
+        let tasks = [attempt(1.0), attempt(0.0), attempt(0.0), attempt(1.0)];
+        let shared = answer(&[7, 8, 9], 0.25);
+        let preds = [
+            shared.clone(),
+            shared.clone(),
+            shared,
+            answer(&[7, 8, 10], 1.0),
+        ];
+        let seqs = sequences(
+            &store,
+            &tasks,
+            &preds,
+            &[Some(0.0); 4],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        let value: Vec<&Sequence> = seqs
+            .iter()
+            .filter(|s| s.group.as_deref() == Some("value-model"))
+            .collect();
+        assert_eq!(value.len(), 2, "{seqs:?}");
+        assert_eq!(value[0].ids, [7, 8, 9]);
+        // Accuracies 0.25, 0.75 and 0.75 for the grade 0.25.
+        assert!((value[0].reward.unwrap() - 1.75 / 3.0).abs() < 1e-6);
+        assert_eq!(value[1].reward, Some(1.0));
+    }
+
+    #[test]
+    fn a_call_repeated_to_no_effect_shares_its_mark_over_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        // Each message: [context token, action tokens...] so the mark must
+        // skip the scaffolding.
+        let mut next = 0;
+        let mut add = |role: MessageRole, text: &str, n_action: usize| {
+            let mut s = TokenSpan::default();
+            let tok_role = match role {
+                MessageRole::User => TokenRole::User,
+                MessageRole::Tool => TokenRole::Env,
+                _ => TokenRole::Context,
+            };
+            s.push(next, tok_role, None);
+            next += 1;
+            for _ in 0..n_action {
+                s.push(next, TokenRole::Action, Some(-0.5));
+                next += 1;
+            }
+            store.append_message(ch, role, text, &s).unwrap()
+        };
+        // A reply's call as the agent records it; `repeated`: the turn
+        // already made it with the same result.
+        let called = |reply, repeated: bool| {
+            store.record_tool_call(reply, "call_1", "calculator", "{}").unwrap();
+            store.finish_tool_call(reply, "call_1", true, "2+2 = 4").unwrap();
+            if repeated {
+                store.mark_repeated_call(reply, "call_1").unwrap();
+            }
+        };
+        let call = r#"{"name": "calculator", "arguments": {"expression": "2+2"}}"#;
+        let hint = "2+2 = 4\n\n(Same call and result as earlier in this turn: use it and answer.)";
+        add(MessageRole::User, "2+2?", 0); // 0
+        let first = add(MessageRole::Assistant, call, 2); // 1 2 3
+        called(first, false);
+        add(MessageRole::Tool, "2+2 = 4", 0); // 4
+        let again = add(MessageRole::Assistant, call, 2); // 5 6 7: repeated, marked at 6 and 7
+        called(again, true);
+        add(MessageRole::Tool, hint, 0); // 8
+        add(
+            MessageRole::Assistant,
+            r#"{"name": "list_files", "arguments": {}}"#,
+            2,
+        ); // 9 10 11
+        add(MessageRole::Tool, "(empty)", 0); // 12
+        let later = add(MessageRole::Assistant, call, 2); // 13 14 15: not the call just before, not marked
+        called(later, true);
+        add(MessageRole::Tool, hint, 0); // 16
+        add(MessageRole::Assistant, "4", 1); // 17 18
+        let task = JudgedTask {
+            channel: ch.0,
+            description: "t".into(),
+            first: 0,
+            last: 10,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: None,
+            checked: false,
+            kind: crate::judge::TaskKind::Judged,
+        };
+        let cfg = NightConfig {
+            repeated_call_advantage: -0.7,
+            ..NightConfig::default()
+        };
+        let seqs = sequences(
+            &store,
+            std::slice::from_ref(&task),
+            &[None],
+            &[Some(0.5)],
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(seqs[0].token_advantages, vec![(6, -0.35), (7, -0.35)]);
+        let roles = |seq: &Sequence, role| seq.roles.iter().filter(|&&r| r == role).count();
+        assert_eq!(
+            (
+                roles(&seqs[0], TokenRole::Env),
+                roles(&seqs[0], TokenRole::User)
+            ),
+            (4, 1)
+        );
+
+        // Without ECHO on practice, a practice episode trains the policy
+        // only: its tool results and prompts are context.
+        let checked = JudgedTask {
+            checked: true,
+            ..task
+        };
+        let no_echo = NightConfig {
+            practice_echo: false,
+            ..cfg.clone()
+        };
+        let policy_only = sequences(
+            &store,
+            std::slice::from_ref(&checked),
+            &[None],
+            &[Some(0.5)],
+            &no_echo,
+        )
+        .unwrap();
+        assert_eq!(policy_only[0].ids, seqs[0].ids);
+        assert_eq!(roles(&policy_only[0], TokenRole::Env), 0);
+        assert_eq!(roles(&policy_only[0], TokenRole::User), 0);
+        assert_eq!(
+            roles(&policy_only[0], TokenRole::Action),
+            roles(&seqs[0], TokenRole::Action)
+        );
+        let echo = NightConfig {
+            practice_echo: true,
+            ..cfg
+        };
+        let with_echo = sequences(&store, &[checked], &[None], &[Some(0.5)], &echo).unwrap();
+        assert_eq!(with_echo[0].roles, seqs[0].roles);
+    }
+}

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use reverie_core::{ChatEvent, MessageId, MessageRole};
+use reverie_core::{ChatEvent, MessageId};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;

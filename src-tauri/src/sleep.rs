@@ -28,7 +28,7 @@ pub enum SleepEvent {
         night: i64,
         deployed: Option<String>,
         kept_reason: Option<String>,
-        report: NightReport,
+        report: Box<NightReport>,
     },
     Failed {
         message: String,
@@ -140,7 +140,7 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
                     night: out.night,
                     deployed: out.deployed.map(|p| p.display().to_string()),
                     kept_reason: out.kept_reason,
-                    report: out.report,
+                    report: Box::new(out.report),
                 }
             }
             Err(e) => SleepEvent::Failed {

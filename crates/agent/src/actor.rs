@@ -17,9 +17,9 @@ use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
 
 use crate::cancel::CancelFlag;
+use crate::error::AgentError;
 use crate::session::{
-    AgentError, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_REPEATED_CALLS,
-    DEFAULT_MAX_TOOL_CALLS,
+    ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_REPEATED_CALLS, DEFAULT_MAX_TOOL_CALLS,
 };
 
 /// How every channel's agent is set up.

@@ -6,7 +6,7 @@ use reverie_core::{
 use reverie_infer::{
     ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, Transcript,
 };
-use reverie_store::{Store, StoreError};
+use reverie_store::Store;
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;

@@ -101,7 +101,10 @@ pub struct MessageFlags {
 }
 
 impl MessageFlags {
-    pub fn of(store: &Store, channel: ChannelId) -> Result<MessageFlags, reverie_store::StoreError> {
+    pub fn of(
+        store: &Store,
+        channel: ChannelId,
+    ) -> Result<MessageFlags, reverie_store::StoreError> {
         Ok(MessageFlags {
             unintended_ends: store.unintended_ends(channel)?,
             repeating_calls: store.replies_repeating_calls(channel)?,
@@ -114,7 +117,12 @@ impl MessageFlags {
 /// the token that ended a turn by mistake, and every action token of a
 /// call that repeated the call just before it to no effect. The night
 /// trains with these marks and the reviewer shows them.
-pub fn message_marks(msgs: &[Message], i: usize, flags: &MessageFlags, cfg: &NightConfig) -> Vec<(usize, f32)> {
+pub fn message_marks(
+    msgs: &[Message],
+    i: usize,
+    flags: &MessageFlags,
+    cfg: &NightConfig,
+) -> Vec<(usize, f32)> {
     let tokens = &msgs[i].tokens;
     if flags.unintended_ends.contains(&msgs[i].id) && !tokens.is_empty() {
         // The token that ended the turn too early.
@@ -318,8 +326,12 @@ mod tests {
         // A reply's call as the agent records it; `repeated`: the turn
         // already made it with the same result.
         let called = |reply, repeated: bool| {
-            store.record_tool_call(reply, "call_1", "calculator", "{}").unwrap();
-            store.finish_tool_call(reply, "call_1", true, "2+2 = 4").unwrap();
+            store
+                .record_tool_call(reply, "call_1", "calculator", "{}")
+                .unwrap();
+            store
+                .finish_tool_call(reply, "call_1", true, "2+2 = 4")
+                .unwrap();
             if repeated {
                 store.mark_repeated_call(reply, "call_1").unwrap();
             }

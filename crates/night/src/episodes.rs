@@ -36,14 +36,12 @@ pub fn subtasks(store: &Store) -> Result<HashMap<i64, Vec<SubTaskView>>, StoreEr
     for n in store.nights()? {
         let r = NightReport::from_json_or_empty(&n.report);
         for (i, t) in r.tasks.iter().enumerate() {
-            if !ids.contains_key(&t.channel) {
-                let of_channel = store
+            let channel_ids = ids.entry(t.channel).or_insert_with(|| {
+                store
                     .messages(ChannelId(t.channel))
                     .map(|ms| ms.iter().map(|m| m.id.0).collect())
-                    .unwrap_or_default();
-                ids.insert(t.channel, of_channel);
-            }
-            let channel_ids = &ids[&t.channel];
+                    .unwrap_or_default()
+            });
             let (Some(&first), Some(&last)) = (channel_ids.get(t.first), channel_ids.get(t.last))
             else {
                 continue;
@@ -248,8 +246,12 @@ mod tests {
         add(MessageRole::Tool, "2+2 = 4", &[TokenRole::Env]);
         let repeated = add(MessageRole::Assistant, call, &[c, a, a]);
         for reply in [first, repeated] {
-            store.record_tool_call(reply, "call_1", "calculator", "{}").unwrap();
-            store.finish_tool_call(reply, "call_1", true, "2+2 = 4").unwrap();
+            store
+                .record_tool_call(reply, "call_1", "calculator", "{}")
+                .unwrap();
+            store
+                .finish_tool_call(reply, "call_1", true, "2+2 = 4")
+                .unwrap();
         }
         store.mark_repeated_call(repeated, "call_1").unwrap();
         add(MessageRole::Tool, hint, &[TokenRole::Env]);
@@ -273,7 +275,7 @@ mod tests {
             stray_end_advantage: -1.0,
             ..NightConfig::default()
         };
-        let advs = token_advantages(&store, ch, &[view.clone()], &cfg).unwrap();
+        let advs = token_advantages(&store, ch, std::slice::from_ref(&view), &cfg).unwrap();
         assert_eq!(advs[&repeated.0], [None, Some(0.25), Some(0.25)]);
         assert_eq!(advs[&early.0], [None, Some(0.5), Some(-0.5)]);
         assert_eq!(advs[&user.0], [None]);

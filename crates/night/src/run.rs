@@ -153,19 +153,28 @@ pub fn run_night(
     on: &mut dyn FnMut(NightEvent),
 ) -> Result<NightOutcome, NightError> {
     let nights = store.nights()?;
-    let (id, report) = match nights.last() {
-        Some(n) if n.status == NightStatus::Running => {
-            tracing::info!(night = n.id, stage = %n.stage, "resuming an interrupted night");
-            let report = NightReport::from_json(&n.report).map_err(|e| {
-                NightError::Config(format!(
-                    "night {} cannot be resumed, its record is unreadable ({e}); \
-                     cancel it with `reverie night cancel {}`",
-                    n.id, n.id
-                ))
-            })?;
-            (n.id, report)
-        }
-        _ => {
+    let mut unreadable = None;
+    let resumed = match nights.last() {
+        Some(n) if n.status == NightStatus::Running => match NightReport::from_json(&n.report) {
+            Ok(report) => {
+                tracing::info!(night = n.id, stage = %n.stage, "resuming an interrupted night");
+                Some((n.id, report))
+            }
+            Err(e) => {
+                // Kept as it is, marked failed, so a new night can start.
+                store.update_night(n.id, NightStatus::Failed, "unreadable", &n.report)?;
+                unreadable = Some(format!(
+                    "night {} could not be resumed, its record is unreadable ({e}); it is kept, marked failed",
+                    n.id
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    let (id, report) = match resumed {
+        Some(r) => r,
+        None => {
             let since = nights
                 .iter()
                 .rev()
@@ -189,6 +198,9 @@ pub fn run_night(
         engine: None,
         trained: None,
     };
+    if let Some(why) = unreadable {
+        run.note(Stage::Collect, why);
+    }
     match stages_in_order(&mut run) {
         Ok(outcome) => {
             run.save(NightStatus::Done, "deploy")?;

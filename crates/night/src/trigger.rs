@@ -40,7 +40,7 @@ impl Observed {
         store: &reverie_store::Store,
         practises: bool,
     ) -> Result<Observed, reverie_store::StoreError> {
-        let last_night = store.nights()?.last().map(|n| n.started_ms);
+        let last_night = store.last_night_started_ms()?;
         let last_message_ms = store.last_message_ms()?;
         let said = last_message_ms.is_some_and(|m| last_night.is_none_or(|n| m > n));
         Ok(Observed {

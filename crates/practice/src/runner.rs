@@ -535,7 +535,7 @@ mod tests {
             id: 0,
             channel: 1,
             family: "arithmetic".into(),
-            kind: "practice".into(),
+            kind: EpisodeKind::Practice,
             difficulty,
             prompt: String::new(),
             expected: String::new(),
@@ -563,20 +563,32 @@ mod tests {
             2,
             "other families do not count"
         );
-        let kind = |kind: &str, passed: bool| PracticeEpisode {
-            kind: kind.into(),
+        let kind = |kind: EpisodeKind, passed: bool| PracticeEpisode {
+            kind,
             ..ep(passed, 3)
         };
-        let evals: Vec<_> = (0..10).map(|i| kind("eval", i % 2 == 0)).collect();
+        let evals: Vec<_> = (0..10)
+            .map(|i| kind(EpisodeKind::Eval, i % 2 == 0))
+            .collect();
         assert_eq!(
             next_difficulty(&evals, f),
             3,
             "an eval at level 3 that passed half its tasks starts practice there"
         );
         assert_eq!(
-            next_difficulty(&vec![kind("tasker", true); 10], f),
+            next_difficulty(&vec![kind(EpisodeKind::Tasker, true); 10], f),
             2,
             "the tasker's own episodes are not attempts"
         );
+    }
+
+    #[test]
+    fn task_writers_are_named_and_an_unknown_one_is_an_error() {
+        let share = |s: &str| s.parse::<TaskWriter>().map(TaskWriter::share);
+        assert_eq!(share("model").unwrap(), 1.0);
+        assert_eq!(share("program").unwrap(), 0.0);
+        assert_eq!(share("mixed").unwrap(), PRACTICE_TASKER_SHARE);
+        let e = share("the model").unwrap_err().to_string();
+        assert!(e.contains("mixed, model or program"), "{e}");
     }
 }

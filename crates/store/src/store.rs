@@ -248,6 +248,19 @@ impl Store {
             .query_row("SELECT MAX(created_ms) FROM messages", [], |r| r.get(0))?)
     }
 
+    /// When the latest night started (none yet: `None`), without reading
+    /// any night's report.
+    pub fn last_night_started_ms(&self) -> Result<Option<i64>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT started_ms FROM nights ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     pub fn message_count(&self) -> Result<i64> {
         Ok(self
             .conn()
@@ -320,13 +333,7 @@ impl Store {
              WHERE message_id = ?4 AND call_id = ?5",
             params![ok, result, now_ms(), message.0, call_id],
         )?;
-        if n == 0 {
-            return Err(StoreError::NotFound {
-                what: "tool call of message",
-                id: message.0,
-            });
-        }
-        Ok(())
+        one_call(n, message)
     }
 
     /// Records that call `call_id` of reply `message` repeated an earlier
@@ -336,13 +343,7 @@ impl Store {
             "UPDATE tool_calls SET repeated = 1 WHERE message_id = ?1 AND call_id = ?2",
             params![message.0, call_id],
         )?;
-        if n == 0 {
-            return Err(StoreError::NotFound {
-                what: "tool call of message",
-                id: message.0,
-            });
-        }
-        Ok(())
+        one_call(n, message)
     }
 
     /// The replies of `channel` whose every call repeated an earlier call
@@ -555,6 +556,17 @@ fn channel_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Channel> {
         workspace: r.get(4)?,
         agent_section: r.get(5)?,
     })
+}
+
+/// An update that should have found one call of `message`.
+fn one_call(updated: usize, message: MessageId) -> Result<()> {
+    if updated == 0 {
+        return Err(StoreError::NotFound {
+            what: "tool call of message",
+            id: message.0,
+        });
+    }
+    Ok(())
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {

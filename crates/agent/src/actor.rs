@@ -18,9 +18,8 @@ use reverie_tools::{Services, Toolbox};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::session::{
-    ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_REPEATED_CALLS, DEFAULT_MAX_TOOL_CALLS,
-};
+use crate::session::{ChannelSession, TurnOutcome};
+use crate::tool_setup::{ToolSetup, DEFAULT_MAX_REPEATED_CALLS, DEFAULT_MAX_TOOL_CALLS};
 
 /// How every channel's agent is set up.
 #[derive(Debug, Clone)]

@@ -29,6 +29,7 @@ mod guard;
 pub mod reasoning;
 mod session;
 pub mod stray;
+mod tool_setup;
 pub mod toolcall;
 pub mod wrap_up;
 
@@ -37,9 +38,8 @@ pub use cancel::CancelFlag;
 pub use error::AgentError;
 pub use guard::{StopCause, TurnGuard};
 pub use reverie_core::ChatEvent;
-pub use session::{
-    repeats_an_earlier_call, ChannelSession, ToolSetup, TurnOutcome, DEFAULT_MAX_TOOL_CALLS,
-};
+pub use session::{repeats_an_earlier_call, ChannelSession, TurnOutcome};
+pub use tool_setup::{ToolSetup, DEFAULT_MAX_TOOL_CALLS};
 
 /// The default system prompt shipped with Reverie.
 pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("../../../assets/prompts/system.md");

@@ -73,7 +73,7 @@ fn wait_for_schedule(
     practises: bool,
     cancel: &CancelFlag,
 ) -> anyhow::Result<()> {
-    let mut schedule = Schedule::new(a.at.as_deref(), a.when_idle).map_err(anyhow::Error::msg)?;
+    let mut schedule = Schedule::new(a.at.as_deref(), a.when_idle)?;
     if !schedule.is_set() {
         return Ok(());
     }

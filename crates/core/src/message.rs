@@ -13,21 +13,26 @@ pub struct MessageId(pub i64);
 /// Longest channel name, in characters.
 pub const MAX_CHANNEL_NAME: usize = 80;
 
+/// A channel name that breaks the rule, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadChannelName {
+    #[error("a channel name is 1 to {MAX_CHANNEL_NAME} characters (this one has {0})")]
+    Length(usize),
+    #[error("a channel name cannot hold control characters (tabs, line breaks): {0:?}")]
+    ControlCharacter(String),
+}
+
 /// The channel-name rule, for every way a channel is named (the window,
 /// `reverie channel`, the store): 1 to 80 characters once trimmed, no
 /// control characters. Returns the trimmed name.
-pub fn channel_name(name: &str) -> Result<&str, String> {
+pub fn channel_name(name: &str) -> Result<&str, BadChannelName> {
     let name = name.trim();
     let chars = name.chars().count();
     if chars == 0 || chars > MAX_CHANNEL_NAME {
-        return Err(format!(
-            "a channel name is 1 to {MAX_CHANNEL_NAME} characters (this one has {chars})"
-        ));
+        return Err(BadChannelName::Length(chars));
     }
     if name.chars().any(char::is_control) {
-        return Err(format!(
-            "a channel name cannot hold control characters (tabs, line breaks): {name:?}"
-        ));
+        return Err(BadChannelName::ControlCharacter(name.to_string()));
     }
     Ok(name)
 }
@@ -118,8 +123,12 @@ mod tests {
         assert_eq!(channel_name(&"é".repeat(80)), Ok("é".repeat(80).as_str()));
         assert!(channel_name(&"a".repeat(81))
             .unwrap_err()
+            .to_string()
             .contains("1 to 80"));
         assert!(channel_name("   ").is_err());
-        assert!(channel_name("a\nb").unwrap_err().contains("control"));
+        assert!(channel_name("a\nb")
+            .unwrap_err()
+            .to_string()
+            .contains("control"));
     }
 }

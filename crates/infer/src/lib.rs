@@ -31,6 +31,7 @@
 //! ```
 
 mod backend;
+mod config;
 mod engine;
 mod error;
 mod model;
@@ -42,7 +43,8 @@ mod tools;
 mod utf8;
 mod worker;
 
-pub use engine::{Completion, Engine, EngineConfig, GenEvent, GenerateRequest, Generation, Usage};
+pub use config::EngineConfig;
+pub use engine::{Completion, Engine, GenEvent, GenerateRequest, Generation, Usage};
 pub use error::InferError;
 pub use model::ModelInfo;
 pub use prompt::{ChatMessage, Transcript};

@@ -71,6 +71,7 @@ mod tests {
             FIXED_SECONDS + 2.0 * DEFAULT_SECONDS_PER_MESSAGE
         );
 
+        std::thread::sleep(std::time::Duration::from_millis(5));
         let id = store.start_night().unwrap();
         let mut report = NightReport::default();
         report.counts = Some(crate::report::Counts {

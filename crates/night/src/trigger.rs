@@ -54,7 +54,7 @@ impl Observed {
 
 impl Schedule {
     /// A schedule from `HH:MM` and idle minutes, as the user wrote them.
-    pub fn new(at: Option<&str>, idle_minutes: Option<u64>) -> Result<Schedule, String> {
+    pub fn new(at: Option<&str>, idle_minutes: Option<u64>) -> Result<Schedule, BadClock> {
         let at = at.map(parse_clock).transpose()?;
         Ok(Schedule {
             at,
@@ -106,9 +106,14 @@ pub fn seconds_until(now: u32, hour: u32, minute: u32) -> u32 {
     }
 }
 
+/// A time of day that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a time of day; write it as HH:MM, e.g. 02:30")]
+pub struct BadClock(pub String);
+
 /// Parses `HH:MM` (24-hour clock).
-pub fn parse_clock(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("{s:?} is not a time of day; write it as HH:MM, e.g. 02:30");
+pub fn parse_clock(s: &str) -> Result<(u32, u32), BadClock> {
+    let bad = || BadClock(s.to_string());
     let (h, m) = s.split_once(':').ok_or_else(bad)?;
     let (h, m): (u32, u32) = (
         h.trim().parse().map_err(|_| bad())?,
@@ -223,7 +228,10 @@ mod tests {
             "exactly now: the next one"
         );
         assert_eq!(parse_clock("02:30"), Ok((2, 30)));
-        assert!(parse_clock("25:00").unwrap_err().contains("HH:MM"));
+        assert!(parse_clock("25:00")
+            .unwrap_err()
+            .to_string()
+            .contains("HH:MM"));
         assert!(parse_clock("soon").is_err());
         assert!(is_idle(10_000, None, 5_000));
         assert!(is_idle(10_000, Some(4_000), 5_000));

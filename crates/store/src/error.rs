@@ -35,6 +35,8 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    ChannelName(#[from] reverie_core::BadChannelName),
     #[error("blob {0} is missing or does not match its hash")]
     BlobMismatch(String),
 }

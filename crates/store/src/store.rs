@@ -88,7 +88,7 @@ impl Store {
     // ---- channels ---------------------------------------------------------
 
     pub fn create_channel(&self, name: &str) -> Result<ChannelId> {
-        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
+        let name = reverie_core::channel_name(name)?;
         let conn = self.conn();
         let res = conn.execute(
             "INSERT INTO channels (name, created_ms) VALUES (?1, ?2)",
@@ -107,7 +107,7 @@ impl Store {
 
     /// The channel called `name`, created if it does not exist.
     pub fn ensure_channel(&self, name: &str) -> Result<ChannelId> {
-        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
+        let name = reverie_core::channel_name(name)?;
         match self.channel_by_name(name)? {
             Some(c) => Ok(c.id),
             None => self.create_channel(name),
@@ -145,7 +145,7 @@ impl Store {
     }
 
     pub fn rename_channel(&self, id: ChannelId, name: &str) -> Result<()> {
-        let name = reverie_core::channel_name(name).map_err(StoreError::Invalid)?;
+        let name = reverie_core::channel_name(name)?;
         let n = self
             .conn()
             .execute(

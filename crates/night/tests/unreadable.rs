@@ -38,10 +38,8 @@ fn an_unreadable_running_night_is_kept_failed_and_a_new_one_runs() {
     );
     assert_eq!(out.night, nights[1].id);
     assert!(out.deployed.is_none());
-    assert!(out
-        .kept_reason
-        .unwrap()
-        .starts_with("nothing to train tonight"));
+    let kept = out.kept_reason.unwrap_or_default();
+    assert!(kept.contains("nothing to train"), "{kept:?}");
     let report = NightReport::from_json(&nights[1].report).unwrap();
     assert!(
         report.notes[0].message.contains("could not be resumed"),

@@ -30,7 +30,11 @@ practice: Array<string>, channels: Array<CollectedChannel>, counts: Counts | nul
 /**
  * The judge's sub-tasks, then the practice episodes with their checks.
  */
-tasks: Array<JudgedTask>, memory: MemoryReport | null, 
+tasks: Array<JudgedTask>, 
+/**
+ * The judge against the person's 👍/👎, where they rated replies.
+ */
+judge_agreement: JudgeAgreement | null, memory: MemoryReport | null, 
 /**
  * The value model's prediction for each of `tasks`.
  */
@@ -73,9 +77,31 @@ checked?: boolean,
 /**
  * Reports written before kinds were recorded hold judged tasks here.
  */
-kind: TaskKind, };
+kind: TaskKind, 
+/**
+ * The judge's own grade where the person's rating replaced it.
+ */
+judged?: number | null, 
+/**
+ * The person's 👍 (true) or 👎 on the reply that ends it.
+ */
+feedback?: boolean | null, };
 
-export type TaskKind = "judged" | "practice" | "tasker";
+export type TaskKind = "judged" | "practice" | "tasker" | "rated";
+
+export type JudgeAgreement = { 
+/**
+ * Sub-tasks whose reward a rating set.
+ */
+rated: number, 
+/**
+ * Of those, the ones the judge had also graded.
+ */
+compared: number, agreed: number, 
+/**
+ * The judge called a 👎 reply good.
+ */
+missed_failures: number, };
 
 export type MemoryReport = { 
 /**

@@ -108,6 +108,8 @@ mod tests {
             group: group.map(String::from),
             checked: false,
             kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
         }
     }
 

@@ -218,6 +218,8 @@ mod tests {
             group: None,
             checked: false,
             kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
         };
         let seqs = sequences(
             &store,
@@ -259,6 +261,8 @@ mod tests {
                 group: Some("q".into()),
                 checked: true,
                 kind: crate::judge::TaskKind::Practice,
+                judged: None,
+                feedback: None,
             }
         };
         let answer = |ids: &[i32], answered| {
@@ -366,6 +370,8 @@ mod tests {
             group: None,
             checked: false,
             kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
         };
         let cfg = NightConfig {
             repeated_call_advantage: -0.7,

@@ -37,6 +37,8 @@ pub enum TaskKind {
     Practice,
     /// A tasker's proposal: rewarded by its solvers' pass rate.
     Tasker,
+    /// The person rated the reply that ends it: their 👍/👎 is the reward.
+    Rated,
 }
 
 /// A judged sub-task: its message span, length and reward.
@@ -61,6 +63,27 @@ pub struct JudgedTask {
     /// Reports written before kinds were recorded hold judged tasks here.
     #[serde(default)]
     pub kind: TaskKind,
+    /// The judge's own grade where the person's rating replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<f32>,
+    /// The person's 👍 (true) or 👎 on the reply that ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<bool>,
+}
+
+/// Model turns of the span `first..=last`, counted from the record: each
+/// assistant message is one (a tool call and the answer after it are two).
+/// `messages` are (index, role) pairs of the channel.
+pub fn counted_turns(
+    messages: impl IntoIterator<Item = (usize, MessageRole)>,
+    first: usize,
+    last: usize,
+) -> u32 {
+    messages
+        .into_iter()
+        .filter(|(i, r)| (first..=last).contains(i) && *r == MessageRole::Assistant)
+        .count()
+        .max(1) as u32
 }
 
 /// The judge's answer: the sub-tasks, or a request to read more messages.
@@ -82,7 +105,6 @@ struct RawTask {
     description: String,
     first: usize,
     last: usize,
-    turns: u32,
     reward: u32,
     reason: String,
 }
@@ -160,11 +182,10 @@ fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
             "properties": {
                 "description": {"type": "string", "minLength": 3, "maxLength": 160},
                 "first": idx, "last": idx,
-                "turns": {"type": "integer", "minimum": 1, "maximum": 20},
                 "reward": {"type": "integer", "minimum": 0, "maximum": 10},
                 "reason": {"type": "string", "maxLength": 160}
             },
-            "required": ["description", "first", "last", "turns", "reward", "reason"],
+            "required": ["description", "first", "last", "reward", "reason"],
             "additionalProperties": false
         }}},
         "required": ["subtasks"],
@@ -268,17 +289,28 @@ impl<'a> Reading<'a> {
         let tasks: Vec<JudgedTask> = tasks
             .into_iter()
             .filter(|t| t.first <= t.last && t.first >= shown_lo && (lo..=hi).contains(&t.last))
-            .map(|t| JudgedTask {
+            .map(|t| {
+                let last = answer_end(self.window, t.last);
+                let turns = counted_turns(
+                    self.window.channel_messages.iter().map(|m| (m.0, m.1)),
+                    t.first,
+                    last,
+                );
+                (t, last, turns)
+            })
+            .map(|(t, last, turns)| JudgedTask {
                 channel: self.window.channel.0,
                 description: t.description.trim().to_string(),
                 first: t.first,
-                last: answer_end(self.window, t.last),
-                turns: t.turns,
+                last,
+                turns,
                 reward: t.reward.min(10) as f32 / 10.0,
                 reason: t.reason,
                 group: None,
                 checked: false,
                 kind: crate::judge::TaskKind::Judged,
+                judged: None,
+                feedback: None,
             })
             .collect();
         if tasks.is_empty() {

@@ -67,6 +67,8 @@ pub fn episode_tasks(
                 group: Some(format!("tasker: {}", e.family)),
                 checked: true,
                 kind: crate::judge::TaskKind::Tasker,
+                judged: None,
+                feedback: None,
             }
         } else {
             JudgedTask {
@@ -84,6 +86,8 @@ pub fn episode_tasks(
                 group: Some(format!("{}: {}", e.family, e.prompt)),
                 checked: true,
                 kind: crate::judge::TaskKind::Practice,
+                judged: None,
+                feedback: None,
             }
         };
         tasks.push(task);

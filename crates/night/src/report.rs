@@ -42,6 +42,8 @@ pub struct NightReport {
     pub counts: Option<Counts>,
     /// The judge's sub-tasks, then the practice episodes with their checks.
     pub tasks: Vec<JudgedTask>,
+    /// The judge against the person's 👍/👎, where they rated replies.
+    pub judge_agreement: Option<crate::feedback::JudgeAgreement>,
     pub memory: Option<MemoryReport>,
     /// The value model's prediction for each of `tasks`.
     pub predictions: Vec<Option<Prediction>>,

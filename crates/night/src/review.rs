@@ -56,6 +56,8 @@ mod tests {
             group: None,
             checked: false,
             kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
         }
     }
 

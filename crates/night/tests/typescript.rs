@@ -18,6 +18,7 @@ fn generated() -> String {
         Counts::decl(),
         JudgedTask::decl(),
         TaskKind::decl(),
+        reverie_night::JudgeAgreement::decl(),
         MemoryReport::decl(),
         Prediction::decl(),
         reverie_core::TokenSpan::decl(),

@@ -23,6 +23,7 @@
 mod blobs;
 mod codec;
 mod error;
+mod feedback;
 mod migrations;
 mod practice;
 mod records;
@@ -32,6 +33,7 @@ mod tool_records;
 
 pub use blobs::BlobHash;
 pub use error::StoreError;
+pub use feedback::Feedback;
 pub use practice::{EpisodeKind, NewEpisode, PracticeEpisode};
 pub use records::{
     BoardPost, Channel, Checkpoint, Night, NightStatus, Note, Revision, RevisionState, ToolCall,

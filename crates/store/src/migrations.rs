@@ -183,6 +183,15 @@ pub const MIGRATIONS: &[&str] = &[
         HAVING MIN(substr(text, -length('(Same call and result as earlier in this turn: use it and answer.)')) = '(Same call and result as earlier in this turn: use it and answer.)') = 1
     );
     "#,
+    // 8: a person's verdict on an assistant reply (thumbs up or down); it
+    // becomes the reward of the sub-task the reply ends.
+    r#"
+    CREATE TABLE feedback (
+        message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        good       INTEGER NOT NULL CHECK (good IN (0, 1)),
+        created_ms INTEGER NOT NULL
+    );
+    "#,
 ];
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 7);
+    assert_eq!(s.schema_version().unwrap(), 8);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }
@@ -320,4 +320,38 @@ fn replies_whose_every_call_was_a_repeat_are_found_by_their_field() {
     let both = reply(&[("call_1", true), ("call_2", true)]);
     assert_eq!(store.replies_repeating_calls(ch).unwrap(), [repeat, both]);
     assert!(store.mark_repeated_call(repeat, "call_9").is_err());
+}
+
+#[test]
+fn replies_are_rated_and_a_rating_can_be_changed_or_taken_back() {
+    let (_d, s) = open();
+    let ch = s.create_channel("work").unwrap();
+    let other = s.create_channel("other").unwrap();
+    let span = TokenSpan::default();
+    let ask = s.append_message(ch, MessageRole::User, "17 × 3?", &span).unwrap();
+    let reply = s.append_message(ch, MessageRole::Assistant, "51", &span).unwrap();
+    assert_eq!(s.last_reply(ch).unwrap(), Some(reply));
+    assert_eq!(s.last_reply(other).unwrap(), None);
+
+    s.set_feedback(ch, reply, Some(false)).unwrap();
+    s.set_feedback(ch, reply, Some(true)).unwrap();
+    let rated = s.feedback(ch).unwrap();
+    assert_eq!(rated.len(), 1, "rating again replaces");
+    assert_eq!((rated[0].message, rated[0].good), (reply, true));
+
+    let err = s.set_feedback(ch, ask, Some(true)).unwrap_err().to_string();
+    assert!(err.contains("only the assistant's replies"), "{err}");
+    let err = s.set_feedback(other, reply, Some(true)).unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+
+    s.set_feedback(ch, reply, None).unwrap();
+    assert!(s.feedback(ch).unwrap().is_empty());
+
+    // A retracted reply keeps no rating in the transcript and takes no new one.
+    s.set_feedback(ch, reply, Some(true)).unwrap();
+    s.retract_from(ch, ask).unwrap();
+    assert!(s.feedback(ch).unwrap().is_empty());
+    assert_eq!(s.last_reply(ch).unwrap(), None);
+    let err = s.set_feedback(ch, reply, Some(false)).unwrap_err().to_string();
+    assert!(err.contains("taken back"), "{err}");
 }

@@ -1,12 +1,16 @@
 //! Stage 2, judge: the deployed model rewards the sub-tasks of the day's
 //! channels in windows of messages; practice episodes bring their checks'
-//! verdicts instead; then the reviewer's marks apply.
+//! verdicts instead; then the person's 👍/👎 and the reviewer's marks
+//! apply.
 
-use reverie_core::{ChannelId, MessageRole};
+use std::collections::HashSet;
+
+use reverie_core::{ChannelId, MessageId, MessageRole};
 
 use crate::error::NightError;
 use crate::event::Stage;
-use crate::judge::{judge_window, windows, TaskKind};
+use crate::feedback::{self, JudgeAgreement};
+use crate::judge::{judge_window, windows, JudgedTask, TaskKind};
 use crate::run::NightRun;
 use crate::stages::Next;
 
@@ -45,6 +49,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
             ),
         }
     }
+    apply_feedback(night, &mut tasks, &checked)?;
     if !practised.is_empty() {
         let proposals = practised
             .iter()
@@ -75,4 +80,54 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     }
     night.report.tasks = tasks;
     Ok(Next::Continue)
+}
+
+/// The person's ratings set the rewards of the sub-tasks their replies end
+/// (practice channels keep their checks), and the judge's agreement with
+/// them goes in the report.
+fn apply_feedback(
+    night: &mut NightRun<'_>,
+    tasks: &mut Vec<JudgedTask>,
+    practice: &HashSet<i64>,
+) -> Result<(), NightError> {
+    let store = night.store;
+    for ch in store.channels()? {
+        if practice.contains(&ch.id.0) {
+            continue;
+        }
+        let ratings = store.feedback(ch.id)?;
+        if ratings.is_empty() {
+            continue;
+        }
+        let msgs = store.messages(ch.id)?;
+        let ids: Vec<MessageId> = msgs.iter().map(|m| m.id).collect();
+        let from = night
+            .report
+            .channels
+            .iter()
+            .find(|c| c.channel == ch.id.0)
+            .map_or(usize::MAX, |c| c.from);
+        let rated = feedback::tonight(&ratings, &ids, from, night.report.since_ms);
+        let transcript: Vec<(MessageRole, String)> =
+            msgs.into_iter().map(|m| (m.role, m.text)).collect();
+        for n in feedback::apply(tasks, ch.id.0, &rated, &transcript) {
+            night.note(Stage::Judge, n);
+        }
+    }
+    let agreement = JudgeAgreement::of(tasks);
+    if agreement.rated > 0 {
+        if let Some(rate) = agreement.rate() {
+            night.note(
+                Stage::Judge,
+                format!(
+                    "the judge agreed with your ratings on {} of {} sub-tasks ({:.0} %)",
+                    agreement.agreed,
+                    agreement.compared,
+                    rate * 100.0
+                ),
+            );
+        }
+        night.report.judge_agreement = Some(agreement);
+    }
+    Ok(())
 }

@@ -98,6 +98,8 @@ mod tests {
             group: group.map(String::from),
             checked: kind != TaskKind::Judged,
             kind,
+            judged: None,
+            feedback: None,
         };
         let tasks: Vec<JudgedTask> = (0..20)
             .map(|i| match i % 4 {

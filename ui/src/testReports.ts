@@ -11,6 +11,7 @@ export function nightReport(parts: Partial<NightReport> = {}): NightReport {
     practice: [],
     channels: [],
     counts: null,
+    judge_agreement: null,
     tasks: [],
     memory: null,
     predictions: [],

@@ -38,6 +38,8 @@ pub struct MessageView {
     pub tool_calls: Vec<ToolCallView>,
     /// The reply ended looking unfinished and the model said it was not done.
     pub stray_end: bool,
+    /// The person's 👍 (`true`) or 👎 (`false`) on this reply, if any.
+    pub feedback: Option<bool>,
 }
 
 fn channel_view(c: reverie_store::Channel) -> ChannelView {
@@ -101,6 +103,12 @@ pub async fn channel_history(app: State<'_, Arc<App>>, name: String) -> Reply<Ve
         .into_iter()
         .map(|m| m.0)
         .collect();
+    let rated: std::collections::HashMap<i64, bool> = app
+        .store
+        .feedback(c.id)?
+        .into_iter()
+        .map(|f| (f.message.0, f.good))
+        .collect();
     let mut out = Vec::new();
     for m in app.store.messages(c.id)? {
         let tool_calls = app
@@ -122,6 +130,7 @@ pub async fn channel_history(app: State<'_, Arc<App>>, name: String) -> Reply<Ve
             created_ms: m.created_ms,
             tool_calls,
             stray_end: stray.contains(&m.id.0),
+            feedback: rated.get(&m.id.0).copied(),
         });
     }
     Ok(out)
@@ -212,6 +221,21 @@ pub async fn stop_generation(app: State<'_, Arc<App>>, name: String) -> Reply<()
     if let Some(rt) = app.loaded() {
         rt.agent.cancel(&name);
     }
+    Ok(())
+}
+
+/// The person's 👍 (`good: true`), 👎 (`false`) or no rating (`null`) on
+/// one of the agent's replies: the next night takes it as that sub-task's
+/// reward.
+#[tauri::command]
+pub async fn rate_reply(
+    app: State<'_, Arc<App>>,
+    name: String,
+    message: i64,
+    good: Option<bool>,
+) -> Reply<()> {
+    let c = channel_named(&app, &name)?;
+    app.store.set_feedback(c.id, MessageId(message), good)?;
     Ok(())
 }
 

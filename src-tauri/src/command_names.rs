@@ -18,6 +18,7 @@ pub const COMMANDS: &[&str] = &[
     "set_system_prompt",
     "send_message",
     "stop_generation",
+    "rate_reply",
     "regenerate",
     "edit_message",
     "save_attachment",

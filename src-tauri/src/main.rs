@@ -101,6 +101,7 @@ fn main() -> ExitCode {
             chat::set_system_prompt,
             chat::send_message,
             chat::stop_generation,
+            chat::rate_reply,
             chat::regenerate,
             chat::edit_message,
             chat::save_attachment,

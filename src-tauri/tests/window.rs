@@ -212,6 +212,13 @@ fn the_real_window_chats_with_a_tiny_model_and_exits_cleanly() {
                 .iter()
                 .any(|b| d.text(b) == "Stop")
     });
+    // 👎 on the reply: stored for the night, shown as chosen.
+    let bad = d.one("[data-testid=rating] button[aria-label='Bad reply']");
+    d.call("POST", &format!("/element/{bad}/click"), Some(json!({})));
+    d.wait_for("the rating to show as chosen", 30, |d| {
+        !d.find_all("[data-testid=rating] button[aria-pressed=true]")
+            .is_empty()
+    });
     let shot = d.call("GET", "/screenshot", None);
     let png = base64_decode(shot.as_str().unwrap());
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
@@ -248,6 +255,9 @@ fn the_real_window_chats_with_a_tiny_model_and_exits_cleanly() {
         !reply.tokens.ids.is_empty(),
         "the reply's tokens are recorded"
     );
+    let rated = store.feedback(ch.id).unwrap();
+    assert_eq!(rated.len(), 1, "the window's 👎 is stored: {rated:?}");
+    assert_eq!((rated[0].message, rated[0].good), (reply.id, false));
     assert!(!home.join("sleeping").exists());
 }
 

@@ -50,6 +50,8 @@ export const api = {
   sendMessage: (name: string, text: string, on: (ev: ChatEvent) => void) =>
     invoke<void>("send_message", { name, text, onEvent: channel(on) }),
   stopGeneration: (name: string) => invoke<void>("stop_generation", { name }),
+  rateReply: (name: string, message: number, good: boolean | null) =>
+    invoke<void>("rate_reply", { name, message, good }),
   regenerate: (name: string, on: (ev: ChatEvent) => void) =>
     invoke<void>("regenerate", { name, onEvent: channel(on) }),
   editMessage: (name: string, message: number, text: string, on: (ev: ChatEvent) => void) =>

@@ -85,7 +85,12 @@ judged?: number | null,
 /**
  * The person's 👍 (true) or 👎 on the reply that ends it.
  */
-feedback?: boolean | null, };
+feedback?: boolean | null, 
+/**
+ * What the judge was shown beyond the messages and what it asked for:
+ * calculator checks, reads, pages.
+ */
+evidence?: Array<string>, };
 
 export type TaskKind = "judged" | "practice" | "tasker" | "rated";
 

@@ -44,6 +44,8 @@ export interface MessageView {
   created_ms: number;
   tool_calls: ToolCallView[];
   stray_end: boolean;
+  /** The person's 👍 (true) or 👎 (false) on this reply. */
+  feedback: boolean | null;
 }
 
 export interface SystemPromptView {
@@ -125,6 +127,12 @@ export interface SubTaskView {
   advantage: number | null;
   understanding: number | null;
   reason: string;
+  /** The judge's grade where the person's rating set `reward`. */
+  judged_reward: number | null;
+  /** The person's 👍 (true) or 👎 (false) on the reply that ends it. */
+  feedback: boolean | null;
+  /** What the judge was shown beyond the messages and asked for. */
+  evidence: string[];
 }
 
 export interface EpisodeSummary {

@@ -36,6 +36,8 @@ pub enum BenchCommand {
     },
     /// Does a night help: eval, nights of practice + sleep, eval again.
     Nights(crate::bench_nights::NightsArgs),
+    /// The judge against hidden checks on simulated day tasks.
+    Judge(crate::bench_judge::JudgeArgs),
     /// Value-model baselines against what happened: grade written vs mean grade.
     Value(crate::bench_value::ValueArgs),
     /// LoRA step tokens/s and peak memory: ours vs PyTorch + PEFT.
@@ -88,6 +90,7 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Nights(a) => crate::bench_nights::nights(home, a),
         BenchCommand::Value(a) => crate::bench_value::value(home, a),
+        BenchCommand::Judge(a) => crate::bench_judge::judge(home, a),
         BenchCommand::Decode {
             engine,
             prompt_tokens,

@@ -72,6 +72,84 @@ pub struct ChatArgs {
     max_tool_calls: usize,
 }
 
+/// A person's verdict on a reply.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Verdict {
+    /// 👍
+    Good,
+    /// 👎
+    Bad,
+    /// Take a rating back.
+    None,
+}
+
+impl Verdict {
+    fn good(self) -> Option<bool> {
+        match self {
+            Verdict::Good => Some(true),
+            Verdict::Bad => Some(false),
+            Verdict::None => None,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct RateArgs {
+    verdict: Verdict,
+    /// The reply's channel.
+    #[arg(long, default_value = "general")]
+    channel: String,
+    /// The reply's message id (default: the channel's last reply).
+    #[arg(long)]
+    message: Option<i64>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Rates `message` (default: the last reply) of `channel`; returns the
+/// message rated.
+fn rate_reply(
+    store: &Store,
+    channel: &str,
+    message: Option<i64>,
+    verdict: Verdict,
+) -> anyhow::Result<reverie_core::MessageId> {
+    let c = store
+        .channel_by_name(channel)?
+        .with_context(|| format!("there is no channel named {channel:?}"))?;
+    let id = match message {
+        Some(m) => reverie_core::MessageId(m),
+        None => store
+            .last_reply(c.id)?
+            .with_context(|| format!("channel {channel:?} has no reply to rate yet"))?,
+    };
+    store.set_feedback(c.id, id, verdict.good())?;
+    Ok(id)
+}
+
+pub fn rate(home: &Home, args: RateArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(home)?;
+    let id = rate_reply(&store, &args.channel, args.message, args.verdict)?;
+    if args.json {
+        output::json(&serde_json::json!({
+            "channel": args.channel,
+            "message": id.0,
+            "good": args.verdict.good(),
+        }))?;
+    } else {
+        eprintln!("{}", rated_line(args.verdict, id));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rated_line(verdict: Verdict, id: reverie_core::MessageId) -> String {
+    match verdict {
+        Verdict::Good => format!("👍 reply {} (the next night rewards it)", id.0),
+        Verdict::Bad => format!("👎 reply {} (the next night learns it went wrong)", id.0),
+        Verdict::None => format!("rating of reply {} taken back", id.0),
+    }
+}
+
 /// The channel's toolbox, after applying `--workspace`.
 pub fn open_toolbox(
     home: &Home,
@@ -148,7 +226,7 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
     }
     let info = engine.info();
     eprintln!(
-        "Reverie · {} · channel {:?} · Enter sends, Ctrl-C stops a reply, Ctrl-D quits",
+        "Reverie · {} · channel {:?} · Enter sends, Ctrl-C stops a reply, /good or /bad rates it, Ctrl-D quits",
         info.name, args.channel
     );
     let home_for_wait = home.clone();
@@ -166,6 +244,19 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
         }
         if text == "/quit" {
             break;
+        }
+        let verdict = match text {
+            "/good" => Some(Verdict::Good),
+            "/bad" => Some(Verdict::Bad),
+            "/unrate" => Some(Verdict::None),
+            _ => None,
+        };
+        if let Some(v) = verdict {
+            match rate_reply(&store, &args.channel, None, v) {
+                Ok(id) => eprintln!("{}", rated_line(v, id)),
+                Err(e) => eprintln!("error: {e}"),
+            }
+            continue;
         }
         if wait_for_morning(&home_for_wait) && args.engine.model.is_none() {
             // The night may have deployed a new checkpoint: wake up on it.

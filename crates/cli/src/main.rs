@@ -7,6 +7,7 @@
 //! print exactly one JSON object on stdout.
 
 mod bench;
+mod bench_judge;
 mod bench_nights;
 mod bench_train;
 mod bench_value;
@@ -47,6 +48,8 @@ struct Cli {
 enum Command {
     /// Chat with the agent (interactive, or one shot with --prompt).
     Chat(chat::ChatArgs),
+    /// Rate a reply 👍 or 👎: the next night takes it as the reward of its sub-task.
+    Rate(chat::RateArgs),
     /// Check the model, data folder, disk and build, and say what to fix.
     Doctor(doctor::DoctorArgs),
     /// Export trajectories (messages with token ids and roles).
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
     let home = reverie_core::Home::resolve(cli.home.as_deref());
     let result = match cli.command {
         Command::Chat(a) => chat::run(&home, a),
+        Command::Rate(a) => chat::rate(&home, a),
         Command::Doctor(a) => doctor::run(&home, a),
         Command::Export(a) => export::run(&home, a),
         Command::Model(c) => model_cmd::run(&home, c),

@@ -595,3 +595,101 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         assert!(strings_now["before_from_night"].is_null(), "{now}");
     }
 }
+
+#[test]
+fn ratings_from_the_cli_are_the_rewards_the_night_trains_with() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let m = util::synth(home, "qwen2");
+    assert!(reverie(home, &["model", "use", m.to_str().unwrap()])
+        .status
+        .success());
+    let ask = |p: &str| {
+        last_json(&reverie(
+            home,
+            &[
+                "chat",
+                "--no-tools",
+                "--channel",
+                "work",
+                "--prompt",
+                p,
+                "--max-tokens",
+                "6",
+                "--json",
+            ],
+        ))
+    };
+    let first = ask("what is 17 times 3?")["reply_message"]
+        .as_i64()
+        .unwrap();
+    ask("and what is 2 + 2?");
+
+    // `/bad` in the interactive chat rates the reply just given.
+    let mut chat = command(home)
+        .args([
+            "chat",
+            "--no-tools",
+            "--channel",
+            "work",
+            "--max-tokens",
+            "4",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"spell cat backwards\n/bad\n")
+        .unwrap();
+    let out = chat.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("👎 reply"), "{said}");
+
+    let rated = last_json(&reverie(
+        home,
+        &[
+            "rate",
+            "good",
+            "--channel",
+            "work",
+            "--message",
+            &first.to_string(),
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (rated["message"].as_i64(), rated["good"].as_bool()),
+        (Some(first), Some(true))
+    );
+    let refused = reverie(home, &["rate", "good", "--channel", "nowhere"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no channel named \"nowhere\""));
+
+    let summary = last_json(&reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, 1000.0)],
+    ));
+    let report = &summary["report"];
+    let tasks = report["tasks"].as_array().unwrap();
+    let rated: Vec<&serde_json::Value> = tasks
+        .iter()
+        .filter(|t| t["feedback"].is_boolean())
+        .collect();
+    assert_eq!(rated.len(), 2, "{report}");
+    for t in rated {
+        let good = t["feedback"].as_bool().unwrap();
+        assert_eq!(t["kind"], "rated");
+        assert_eq!(
+            t["reward"].as_f64().unwrap(),
+            if good { 1.0 } else { 0.0 },
+            "{t}"
+        );
+    }
+    assert_eq!(report["judge_agreement"]["rated"], 2, "{report}");
+}

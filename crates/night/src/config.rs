@@ -75,13 +75,12 @@ pub struct NightConfig {
     /// tokens: the choice to call again instead of using the result, in
     /// whatever form the call is written.
     pub repeated_call_advantage: f32,
-    /// Tasks per family in the verify stage's success check (0: off). When
-    /// the night trained on practice, each practised family and the
-    /// held-out family are measured on the old and the new model.
+    /// Tasks per family in the verify stage's success check (0: off): each
+    /// family ever practised and the held-out ones are measured on the old
+    /// and the new model, and a family that loses more of them than it
+    /// gains keeps the old model. Sixteen, so that one task is not the
+    /// whole margin.
     pub verify_tasks: usize,
-    /// The night keeps the old model if a family's success rate drops by
-    /// more than this (a share: 0.25 is 25 points).
-    pub max_success_drop: f64,
     /// Share of the judge's sub-tasks that get the understanding pass
     /// (practice and tasker rewards are measured, so they never do).
     pub understanding_fraction: f64,
@@ -122,8 +121,7 @@ impl Default for NightConfig {
             stopped_pass_reward: 1.0,
             practice_echo: false,
             max_perplexity_regression: 0.10,
-            verify_tasks: 8,
-            max_success_drop: 0.25,
+            verify_tasks: 16,
             understanding_fraction: 0.3,
             min_train_steps: 8,
             stray_end_advantage: -1.0,

@@ -220,6 +220,7 @@ mod tests {
             kind: crate::judge::TaskKind::Judged,
             judged: None,
             feedback: None,
+            evidence: Vec::new(),
         };
         let seqs = sequences(
             &store,
@@ -263,6 +264,7 @@ mod tests {
                 kind: crate::judge::TaskKind::Practice,
                 judged: None,
                 feedback: None,
+                evidence: Vec::new(),
             }
         };
         let answer = |ids: &[i32], answered| {
@@ -372,6 +374,7 @@ mod tests {
             kind: crate::judge::TaskKind::Judged,
             judged: None,
             feedback: None,
+            evidence: Vec::new(),
         };
         let cfg = NightConfig {
             repeated_call_advantage: -0.7,

@@ -27,6 +27,12 @@ pub struct SubTaskView {
     pub advantage: Option<f32>,
     pub understanding: Option<f32>,
     pub reason: String,
+    /// The judge's grade where the person's rating set `reward`.
+    pub judged_reward: Option<f32>,
+    /// The person's 👍 (`true`) or 👎 (`false`) on the reply that ends it.
+    pub feedback: Option<bool>,
+    /// What the judge was shown beyond the messages and asked for.
+    pub evidence: Vec<String>,
 }
 
 /// Every sub-task every night found, by channel id.
@@ -59,6 +65,9 @@ pub fn subtasks(store: &Store) -> Result<HashMap<i64, Vec<SubTaskView>>, StoreEr
                 advantage: r.advantages.get(i).copied().flatten(),
                 understanding: r.understanding.get(i).copied().flatten(),
                 reason: t.reason.clone(),
+                judged_reward: t.judged,
+                feedback: t.feedback,
+                evidence: t.evidence.clone(),
             });
         }
     }
@@ -269,6 +278,9 @@ mod tests {
             advantage: Some(0.5),
             understanding: None,
             reason: String::new(),
+            judged_reward: None,
+            feedback: None,
+            evidence: Vec::new(),
         };
         let cfg = NightConfig {
             repeated_call_advantage: -0.5,

@@ -111,7 +111,9 @@ pub fn apply(
                     .find(|&i| transcript[i].0 == MessageRole::User)
                     .unwrap_or(r.index);
                 let ask: String = transcript[first].1.chars().take(120).collect();
-                notes.push(format!("{thumb} from you on a reply the judge did not cover: {ask:?}"));
+                notes.push(format!(
+                    "{thumb} from you on a reply the judge did not cover: {ask:?}"
+                ));
                 tasks.push(JudgedTask {
                     channel,
                     description: ask,
@@ -129,6 +131,7 @@ pub fn apply(
                     kind: TaskKind::Rated,
                     judged: None,
                     feedback: Some(r.good),
+                    evidence: Vec::new(),
                 });
             }
             None => {}
@@ -173,6 +176,7 @@ mod tests {
             kind: TaskKind::Judged,
             judged: None,
             feedback: None,
+            evidence: Vec::new(),
         }
     }
 
@@ -180,24 +184,39 @@ mod tests {
     fn a_rating_overrides_the_judge_and_keeps_its_grade() {
         let mut tasks = vec![judged(1, 4, 0.0), judged(5, 6, 0.9)];
         let ratings = [
-            Rating { index: 4, good: true },
-            Rating { index: 6, good: false },
+            Rating {
+                index: 4,
+                good: true,
+            },
+            Rating {
+                index: 6,
+                good: false,
+            },
         ];
         let notes = apply(&mut tasks, 1, &ratings, &transcript());
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("judge said 0.00"), "{notes:?}");
         let t = &tasks[0];
-        assert_eq!((t.reward, t.judged, t.feedback, t.kind), (1.0, Some(0.0), Some(true), TaskKind::Rated));
+        assert_eq!(
+            (t.reward, t.judged, t.feedback, t.kind),
+            (1.0, Some(0.0), Some(true), TaskKind::Rated)
+        );
         assert_eq!((tasks[1].reward, tasks[1].judged), (0.0, Some(0.9)));
         let a = JudgeAgreement::of(&tasks);
-        assert_eq!((a.rated, a.compared, a.agreed, a.missed_failures), (2, 2, 0, 1));
+        assert_eq!(
+            (a.rated, a.compared, a.agreed, a.missed_failures),
+            (2, 2, 0, 1)
+        );
         assert_eq!(a.rate(), Some(0.0));
     }
 
     #[test]
     fn a_rated_reply_no_sub_task_covers_becomes_one_with_counted_turns() {
         let mut tasks = vec![judged(1, 4, 0.5)];
-        let ratings = [Rating { index: 8, good: true }];
+        let ratings = [Rating {
+            index: 8,
+            good: true,
+        }];
         apply(&mut tasks, 1, &ratings, &transcript());
         assert_eq!(tasks.len(), 2);
         let t = &tasks[1];
@@ -209,9 +228,20 @@ mod tests {
         // Another channel's sub-tasks are left alone; its reply after a
         // tool call took two turns.
         let mut tasks = vec![judged(1, 4, 0.5)];
-        apply(&mut tasks, 2, &[Rating { index: 4, good: false }], &transcript());
+        apply(
+            &mut tasks,
+            2,
+            &[Rating {
+                index: 4,
+                good: false,
+            }],
+            &transcript(),
+        );
         assert_eq!(tasks[0], judged(1, 4, 0.5));
-        assert_eq!((tasks[1].channel, tasks[1].first, tasks[1].turns), (2, 1, 2));
+        assert_eq!(
+            (tasks[1].channel, tasks[1].first, tasks[1].turns),
+            (2, 1, 2)
+        );
     }
 
     #[test]
@@ -223,7 +253,12 @@ mod tests {
             good: true,
             created_ms,
         };
-        let ratings = [rating(12, 50), rating(14, 500), rating(16, 50), rating(99, 500)];
+        let ratings = [
+            rating(12, 50),
+            rating(14, 500),
+            rating(16, 50),
+            rating(99, 500),
+        ];
         // Tonight's part starts at index 5 (id 15); the last night began at 100.
         let counted = tonight(&ratings, &ids, 5, 100);
         assert_eq!(
@@ -238,8 +273,14 @@ mod tests {
         // Two ratings inside one sub-task: the later one (its end) stands.
         let mut tasks = vec![judged(1, 4, 0.5)];
         let ratings = [
-            Rating { index: 4, good: true },
-            Rating { index: 2, good: false },
+            Rating {
+                index: 4,
+                good: true,
+            },
+            Rating {
+                index: 2,
+                good: false,
+            },
         ];
         apply(&mut tasks, 1, &ratings, &transcript());
         assert_eq!((tasks[0].reward, tasks[0].judged), (1.0, Some(0.5)));

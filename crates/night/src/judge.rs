@@ -21,10 +21,13 @@ pub struct Window {
     pub channel_messages: Arc<Vec<Numbered>>,
 }
 
-/// Reads the judge may ask for before it must report.
-pub const MAX_READS: usize = 2;
+/// Requests (more messages, the rest of a long one, a sum) the judge may
+/// make before it must report.
+pub const MAX_REQUESTS: usize = 3;
 /// Messages one read returns at most.
 const READ_LIMIT: usize = 10;
+/// Characters of a message shown at a time; the judge reads on by asking.
+const PAGE: usize = 1500;
 
 /// Where a sub-task's reward came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
@@ -69,6 +72,11 @@ pub struct JudgedTask {
     /// The person's 👍 (true) or 👎 on the reply that ends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<bool>,
+    /// What the judge was shown beyond the messages and what it asked for:
+    /// calculator checks, reads, pages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub evidence: Vec<String>,
 }
 
 /// Model turns of the span `first..=last`, counted from the record: each
@@ -86,12 +94,14 @@ pub fn counted_turns(
         .max(1) as u32
 }
 
-/// The judge's answer: the sub-tasks, or a request to read more messages.
+/// The judge's answer: the sub-tasks, or a request.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Answer {
     Tasks { subtasks: Vec<RawTask> },
     Read { read: ReadRange },
+    More { more: usize },
+    Calculate { calculate: String },
 }
 
 #[derive(Deserialize)]
@@ -151,28 +161,53 @@ pub fn windows(
         .collect()
 }
 
-/// The answer's schema: sub-tasks within the shown messages `lo..=hi`, or,
-/// while reads remain, a read of any message range of the channel.
-fn schema(lo: usize, hi: usize, read_bounds: Option<(usize, usize)>) -> serde_json::Value {
-    let tasks = tasks_schema(lo, hi);
-    let Some((a, b)) = read_bounds else {
-        return tasks;
-    };
-    let idx = serde_json::json!({"type": "integer", "minimum": a, "maximum": b});
-    let read = serde_json::json!({
-        "type": "object",
-        "properties": {"read": {
-            "type": "object",
-            "properties": {"first": idx, "last": idx},
-            "required": ["first", "last"],
-            "additionalProperties": false
-        }},
-        "required": ["read"],
-        "additionalProperties": false
-    });
-    serde_json::json!({"anyOf": [tasks, read]})
+/// What the judge may ask for besides reporting: any message range of the
+/// channel (`read_bounds`), the next page of a cut message (`cut`), a sum.
+struct Offer {
+    read_bounds: Option<(usize, usize)>,
+    cut: Vec<usize>,
 }
 
+/// The answer's schema: sub-tasks within the shown messages `lo..=hi`, or,
+/// while requests remain, one of the requests offered.
+fn schema(lo: usize, hi: usize, offer: Option<Offer>) -> serde_json::Value {
+    let tasks = tasks_schema(lo, hi);
+    let Some(offer) = offer else {
+        return tasks;
+    };
+    let one = |key: &str, value: serde_json::Value| {
+        serde_json::json!({
+            "type": "object",
+            "properties": {key: value},
+            "required": [key],
+            "additionalProperties": false
+        })
+    };
+    let mut any = vec![tasks];
+    if let Some((a, b)) = offer.read_bounds {
+        let idx = serde_json::json!({"type": "integer", "minimum": a, "maximum": b});
+        any.push(one(
+            "read",
+            serde_json::json!({
+                "type": "object",
+                "properties": {"first": idx, "last": idx},
+                "required": ["first", "last"],
+                "additionalProperties": false
+            }),
+        ));
+    }
+    if !offer.cut.is_empty() {
+        any.push(one("more", serde_json::json!({"enum": offer.cut})));
+    }
+    any.push(one(
+        "calculate",
+        serde_json::json!({"type": "string", "minLength": 3, "maxLength": 120}),
+    ));
+    serde_json::json!({ "anyOf": any })
+}
+
+/// Sub-tasks whose answers end in `lo..=hi`; the reason comes before the
+/// reward, so the grade follows from what the judge wrote.
 fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
     let idx = serde_json::json!({"type": "integer", "minimum": lo, "maximum": hi});
     serde_json::json!({
@@ -182,10 +217,10 @@ fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
             "properties": {
                 "description": {"type": "string", "minLength": 3, "maxLength": 160},
                 "first": idx, "last": idx,
-                "reward": {"type": "integer", "minimum": 0, "maximum": 10},
-                "reason": {"type": "string", "maxLength": 160}
+                "reason": {"type": "string", "maxLength": 160},
+                "reward": {"type": "integer", "minimum": 0, "maximum": 10}
             },
-            "required": ["description", "first", "last", "reward", "reason"],
+            "required": ["description", "first", "last", "reason", "reward"],
             "additionalProperties": false
         }}},
         "required": ["subtasks"],
@@ -193,35 +228,68 @@ fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
     })
 }
 
+/// The first page of `text`, saying how much is left.
 fn excerpt(text: &str) -> String {
-    let t: String = text.chars().take(600).collect();
-    if t.len() < text.len() {
-        format!("{t} …")
-    } else {
-        t
+    match page(text, 1) {
+        (shown, 0) => shown,
+        (shown, left) => format!("{shown} … [{left} more characters]"),
+    }
+}
+
+/// How the judge works; the night uses the default, benchmarks compare.
+#[derive(Debug, Clone, Copy)]
+pub struct JudgeOptions {
+    /// Show the calculator's checks of the sums in the messages.
+    pub checks: bool,
+}
+
+impl Default for JudgeOptions {
+    fn default() -> Self {
+        JudgeOptions { checks: true }
     }
 }
 
 /// What the judge has been shown of one channel so far.
 struct Reading<'a> {
     window: &'a Window,
+    options: JudgeOptions,
     shown: Vec<Numbered>,
-    reads: Vec<(usize, usize)>,
+    /// Pages shown of each message beyond its first.
+    pages: std::collections::HashMap<usize, usize>,
+    /// What it asked for, in words, and the calculator's answers.
+    requests: Vec<String>,
 }
 
 /// What to do with one answer.
 enum Step {
     Read(usize, usize),
-    Report(Vec<JudgedTask>),
+    More(usize),
+    Calculate(String),
+    /// Sub-tasks, each with its place among the answer's sub-tasks (whose
+    /// grades are read from the logits in that order).
+    Report(Vec<(usize, JudgedTask)>),
     Invalid(String),
 }
 
+/// `text` from page `pages` on is cut: the part shown and how many
+/// characters are left.
+fn page(text: &str, pages: usize) -> (String, usize) {
+    let total = text.chars().count();
+    let shown = PAGE * pages;
+    (
+        text.chars().take(shown).collect(),
+        total.saturating_sub(shown),
+    )
+}
+
 impl<'a> Reading<'a> {
-    fn new(window: &'a Window) -> Reading<'a> {
+    fn new(window: &'a Window, options: JudgeOptions) -> Reading<'a> {
         Reading {
             window,
+            options,
             shown: window.messages.clone(),
-            reads: Vec::new(),
+            pages: Default::default(),
+            requests: Vec::new(),
         }
     }
 
@@ -236,30 +304,88 @@ impl<'a> Reading<'a> {
         let lines: Vec<String> = self
             .shown
             .iter()
-            .map(|(i, r, t)| format!("[{i}] {}: {}", r.as_str(), excerpt(t)))
+            .map(|(i, r, t)| {
+                let (text, left) = page(t, self.pages_of(*i));
+                let cut = if left > 0 {
+                    format!(" … [cut: {left} more characters; {{\"more\": {i}}} reads on]")
+                } else {
+                    String::new()
+                };
+                format!("[{i}] {}: {text}{cut}", r.as_str())
+            })
             .collect();
+        let evidence = self.evidence();
+        let evidence = if evidence.is_empty() {
+            String::new()
+        } else {
+            format!("\n\nChecked for you:\n{}", evidence.join("\n"))
+        };
         let all = &self.window.channel_messages;
         let (first, last) = (
             all.first().map_or(lo, |m| m.0),
             all.last().map_or(hi, |m| m.0),
         );
         PROMPT
-            .replace("{{messages}}", &lines.join("\n"))
+            .replace("{{messages}}", &(lines.join("\n") + &evidence))
             .replace("{{lo}}", &lo.to_string())
             .replace("{{hi}}", &hi.to_string())
             .replace("{{first}}", &first.to_string())
             .replace("{{last}}", &last.to_string())
     }
 
+    fn pages_of(&self, message: usize) -> usize {
+        1 + self.pages.get(&message).copied().unwrap_or(0)
+    }
+
+    /// The calculator's checks of the sums shown, then what the judge
+    /// asked for.
+    fn evidence(&self) -> Vec<String> {
+        let shown = self.shown.iter().map(|(i, r, t)| (*i, *r, t.as_str()));
+        let mut out = if self.options.checks {
+            crate::claims::checks(shown)
+        } else {
+            Vec::new()
+        };
+        out.extend(self.requests.iter().cloned());
+        out
+    }
+
     fn schema(&self) -> serde_json::Value {
         let (lo, hi) = (self.shown[0].0, self.shown[self.shown.len() - 1].0);
         let all = &self.window.channel_messages;
-        let can_read = self.reads.len() < MAX_READS && all.len() > self.shown.len();
-        let bounds = (
-            all.first().map_or(lo, |m| m.0),
-            all.last().map_or(hi, |m| m.0),
-        );
-        schema(lo, hi, can_read.then_some(bounds))
+        let offer = (self.requests.len() < MAX_REQUESTS).then(|| Offer {
+            read_bounds: (all.len() > self.shown.len()).then(|| {
+                (
+                    all.first().map_or(lo, |m| m.0),
+                    all.last().map_or(hi, |m| m.0),
+                )
+            }),
+            cut: self
+                .shown
+                .iter()
+                .filter(|(i, _, t)| page(t, self.pages_of(*i)).1 > 0)
+                .map(|m| m.0)
+                .collect(),
+        });
+        schema(lo, hi, offer)
+    }
+
+    /// Shows the next page of message `i`.
+    fn more(&mut self, i: usize) {
+        *self.pages.entry(i).or_default() += 1;
+        let n = self.pages_of(i);
+        self.requests
+            .push(format!("the judge read page {n} of message {i}"));
+    }
+
+    /// Runs the calculator on `expr` and shows the answer.
+    fn calculate(&mut self, expr: &str) {
+        let answer = match reverie_tools::calculator::evaluate(expr) {
+            Ok(v) => reverie_tools::calculator::format_number(v),
+            Err(e) => format!("error: {e}"),
+        };
+        self.requests
+            .push(format!("[calculator] {} = {answer}", expr.trim()));
     }
 
     /// Adds messages `first..=last` of the channel (at most [`READ_LIMIT`])
@@ -267,7 +393,8 @@ impl<'a> Reading<'a> {
     fn read(&mut self, first: usize, last: usize) {
         let (first, last) = (first.min(last), first.max(last));
         let last = last.min(first + READ_LIMIT - 1);
-        self.reads.push((first, last));
+        self.requests
+            .push(format!("the judge read messages {first}–{last}"));
         for m in self.window.channel_messages.iter() {
             if (first..=last).contains(&m.0) && !self.shown.iter().any(|s| s.0 == m.0) {
                 self.shown.push(m.clone());
@@ -282,35 +409,47 @@ impl<'a> Reading<'a> {
         let tasks = match serde_json::from_str::<Answer>(raw.trim()) {
             Err(e) => return Step::Invalid(format!("not the expected JSON ({e})")),
             Ok(Answer::Read { read }) => return Step::Read(read.first, read.last),
+            Ok(Answer::More { more }) => return Step::More(more),
+            Ok(Answer::Calculate { calculate }) => return Step::Calculate(calculate),
             Ok(Answer::Tasks { subtasks }) => subtasks,
         };
         let (lo, hi) = self.own();
         let shown_lo = self.shown[0].0;
-        let tasks: Vec<JudgedTask> = tasks
+        let evidence = self.evidence();
+        let tasks: Vec<(usize, JudgedTask)> = tasks
             .into_iter()
-            .filter(|t| t.first <= t.last && t.first >= shown_lo && (lo..=hi).contains(&t.last))
-            .map(|t| {
+            .enumerate()
+            .filter(|(_, t)| {
+                t.first <= t.last && t.first >= shown_lo && (lo..=hi).contains(&t.last)
+            })
+            .map(|(k, t)| {
                 let last = answer_end(self.window, t.last);
                 let turns = counted_turns(
                     self.window.channel_messages.iter().map(|m| (m.0, m.1)),
                     t.first,
                     last,
                 );
-                (t, last, turns)
+                (k, t, last, turns)
             })
-            .map(|(t, last, turns)| JudgedTask {
-                channel: self.window.channel.0,
-                description: t.description.trim().to_string(),
-                first: t.first,
-                last,
-                turns,
-                reward: t.reward.min(10) as f32 / 10.0,
-                reason: t.reason,
-                group: None,
-                checked: false,
-                kind: crate::judge::TaskKind::Judged,
-                judged: None,
-                feedback: None,
+            .map(|(k, t, last, turns)| {
+                (
+                    k,
+                    JudgedTask {
+                        channel: self.window.channel.0,
+                        description: t.description.trim().to_string(),
+                        first: t.first,
+                        last,
+                        turns,
+                        reward: t.reward.min(10) as f32 / 10.0,
+                        reason: t.reason,
+                        group: None,
+                        checked: false,
+                        kind: crate::judge::TaskKind::Judged,
+                        judged: None,
+                        feedback: None,
+                        evidence: evidence.clone(),
+                    },
+                )
             })
             .collect();
         if tasks.is_empty() {
@@ -321,50 +460,74 @@ impl<'a> Reading<'a> {
     }
 }
 
-/// The judge's sub-tasks for one window, and the message ranges it read
-/// beyond it.
+/// The judge's sub-tasks for one window, and what it asked for first.
 #[derive(Debug, Clone)]
 pub struct Judgement {
     pub tasks: Vec<JudgedTask>,
-    pub reads: Vec<(usize, usize)>,
+    /// Each task's grade as the judge wrote it (its likeliest digit), where
+    /// `tasks` hold the expected grade.
+    pub written: Vec<f32>,
+    pub requests: Vec<String>,
 }
 
 /// Asks `engine` to judge `w`; greedy first, then sampled retries. The
-/// judge may first read up to [`MAX_READS`] ranges of the channel's other
-/// messages. Returns the sub-tasks or the reason every attempt was
-/// rejected.
-pub fn judge_window(engine: &Engine, w: &Window, retries: usize) -> Result<Judgement, String> {
+/// judge may first make up to [`MAX_REQUESTS`] requests: other messages of
+/// the channel, the rest of a long message, a sum. Each sub-task's reward
+/// is the expected grade under the judge's own logits (the greedy digit
+/// where it cannot be read). Returns the sub-tasks or the reason every
+/// attempt was rejected.
+pub fn judge_window(
+    engine: &Engine,
+    w: &Window,
+    retries: usize,
+    options: JudgeOptions,
+) -> Result<Judgement, String> {
     if w.messages.is_empty() {
         return Err("empty window".into());
     }
     let mut why = String::new();
     for attempt in 0..=retries {
-        let mut reading = Reading::new(w);
+        let mut reading = Reading::new(w, options);
         loop {
-            let raw = match ask_json(engine, &reading.prompt(), reading.schema(), attempt, 600) {
-                Ok((text, _)) => text,
+            let asked = ask_json(engine, &reading.prompt(), reading.schema(), attempt, 600);
+            let (raw, answer) = match asked {
+                Ok(a) => a,
                 Err(e) => {
                     why = e;
                     break;
                 }
             };
-            match reading.step(&raw) {
-                Step::Read(first, last) if reading.reads.len() < MAX_READS => {
-                    reading.read(first, last)
-                }
-                Step::Read(..) => {
-                    why = "asked to read after its last read".into();
+            let step = reading.step(&raw);
+            let may_ask = reading.requests.len() < MAX_REQUESTS;
+            match step {
+                Step::Read(..) | Step::More(_) | Step::Calculate(_) if !may_ask => {
+                    why = "asked for more after its last request".into();
                     break;
                 }
+                Step::Read(first, last) => reading.read(first, last),
+                Step::More(i) => reading.more(i),
+                Step::Calculate(expr) => reading.calculate(&expr),
                 Step::Invalid(e) => {
                     why = e;
                     break;
                 }
                 Step::Report(tasks) => {
+                    let grades = crate::grade::expected_grades(engine, &answer);
+                    let written = tasks.iter().map(|(_, t)| t.reward).collect();
+                    let tasks = tasks
+                        .into_iter()
+                        .map(|(k, mut t)| {
+                            if let Some(&Some(g)) = grades.get(k) {
+                                t.reward = g;
+                            }
+                            t
+                        })
+                        .collect();
                     return Ok(Judgement {
                         tasks,
-                        reads: reading.reads,
-                    })
+                        written,
+                        requests: reading.requests,
+                    });
                 }
             }
         }
@@ -500,7 +663,7 @@ mod tests {
         let ws = windows(ChannelId(7), &channel(12), 0, 4);
         assert_eq!(ws.len(), 3);
         let w = &ws[1]; // messages 5..=8
-        let mut r = Reading::new(w);
+        let mut r = Reading::new(w, JudgeOptions::default());
         let prompt = r.prompt();
         assert!(prompt.contains("among messages [5] to [8]"), "{prompt}");
         assert!(prompt.contains("has messages [1] to [12]"), "{prompt}");
@@ -522,31 +685,41 @@ mod tests {
             .contains("[3] user: message 3\n[4] assistant: message 4\n[5] user"));
         r.read(30, 1);
         assert_eq!(
-            r.reads,
-            vec![(3, 4), (1, 10)],
+            r.requests,
+            vec![
+                "the judge read messages 3–4",
+                "the judge read messages 1–10"
+            ],
             "a read takes at most ten messages"
         );
+        r.calculate("17*23");
         assert!(
             !r.schema().to_string().contains("\"read\""),
-            "after the last read only a report is accepted"
+            "after the last request only a report is accepted"
         );
 
         // A sub-task that began before the window and ends in it is kept;
         // one that ends after the window is left to the next window.
         let answer = r#"{"subtasks": [
-            {"description": "started earlier", "first": 3, "last": 6, "turns": 2, "reward": 8, "reason": "ok"},
-            {"description": "ends later", "first": 7, "last": 10, "turns": 2, "reward": 5, "reason": "?"},
-            {"description": "inverted", "first": 8, "last": 7, "turns": 1, "reward": 5, "reason": "?"}
+            {"description": "ends later", "first": 7, "last": 10, "reason": "?", "reward": 5},
+            {"description": "started earlier", "first": 3, "last": 6, "reason": "ok", "reward": 8},
+            {"description": "inverted", "first": 8, "last": 7, "reason": "?", "reward": 5}
         ]}"#;
         match r.step(answer) {
             Step::Report(tasks) => {
                 assert_eq!(tasks.len(), 1);
-                let t = &tasks[0];
+                let (k, t) = &tasks[0];
+                assert_eq!(*k, 1, "its place among the answer's grades");
                 assert_eq!((t.channel, t.first, t.last, t.reward), (7, 3, 6, 0.8));
+                assert!(
+                    t.evidence.contains(&"[calculator] 17*23 = 391".to_string()),
+                    "{:?}",
+                    t.evidence
+                );
             }
             _ => panic!("a report"),
         }
-        match r.step(r#"{"subtasks": [{"description": "x", "first": 9, "last": 10, "turns": 1, "reward": 1, "reason": ""}]}"#) {
+        match r.step(r#"{"subtasks": [{"description": "x", "first": 9, "last": 10, "reason": "", "reward": 1}]}"#) {
             Step::Invalid(why) => assert!(why.contains("ended inside the window"), "{why}"),
             _ => panic!("nothing ends in the window"),
         }
@@ -557,9 +730,56 @@ mod tests {
     }
 
     #[test]
+    fn a_long_message_is_shown_a_page_at_a_time_and_read_on_request() {
+        let long: String = (0..PAGE + 700)
+            .map(|i| if i == PAGE + 650 { 'Z' } else { 'a' })
+            .collect();
+        let msgs = vec![
+            (MessageRole::User, "summarise the log".to_string()),
+            (MessageRole::Tool, long),
+            (MessageRole::Assistant, "It ends as it began.".to_string()),
+        ];
+        let ws = windows(ChannelId(1), &msgs, 0, 10);
+        let mut r = Reading::new(&ws[0], JudgeOptions::default());
+        let prompt = r.prompt();
+        assert!(!prompt.contains('Z'), "the second page is not shown yet");
+        assert!(
+            prompt.contains("[cut: 700 more characters; {\"more\": 1} reads on]"),
+            "{prompt}"
+        );
+        assert!(r.schema().to_string().contains(r#""more":{"enum":[1]}"#));
+        match r.step(r#"{"more": 1}"#) {
+            Step::More(1) => r.more(1),
+            _ => panic!("a request for the next page"),
+        }
+        let prompt = r.prompt();
+        assert!(
+            prompt.contains('Z') && !prompt.contains("[cut:"),
+            "{prompt}"
+        );
+        assert!(!r.schema().to_string().contains("\"more\""));
+        assert_eq!(r.requests, ["the judge read page 2 of message 1"]);
+    }
+
+    #[test]
+    fn the_judge_is_shown_the_calculator_on_the_sums_of_the_day() {
+        let msgs = vec![
+            (MessageRole::User, "What is 17 × 23?".to_string()),
+            (MessageRole::Assistant, "17 × 23 = 391".to_string()),
+        ];
+        let ws = windows(ChannelId(1), &msgs, 0, 10);
+        let prompt = Reading::new(&ws[0], JudgeOptions::default()).prompt();
+        assert!(
+            prompt.contains("[check] message 1 says 17 * 23 = 391: correct"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Rubric"), "the prompt states how to grade");
+    }
+
+    #[test]
     fn a_channel_shown_whole_offers_no_reads() {
         let ws = windows(ChannelId(1), &channel(4), 0, 10);
-        let r = Reading::new(&ws[0]);
+        let r = Reading::new(&ws[0], JudgeOptions::default());
         assert!(!r.schema().to_string().contains("\"read\""));
     }
 }

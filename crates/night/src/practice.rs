@@ -69,6 +69,7 @@ pub fn episode_tasks(
                 kind: crate::judge::TaskKind::Tasker,
                 judged: None,
                 feedback: None,
+                evidence: Vec::new(),
             }
         } else {
             JudgedTask {
@@ -88,6 +89,7 @@ pub fn episode_tasks(
                 kind: crate::judge::TaskKind::Practice,
                 judged: None,
                 feedback: None,
+                evidence: Vec::new(),
             }
         };
         tasks.push(task);

@@ -58,6 +58,7 @@ mod tests {
             kind: crate::judge::TaskKind::Judged,
             judged: None,
             feedback: None,
+            evidence: Vec::new(),
         }
     }
 

@@ -213,7 +213,11 @@ pub fn predict(
                 Ok(a) => {
                     let answered = a.reward.min(10) as f32 / 10.0;
                     return Ok(Prediction {
-                        reward: expected_reward(engine, &tokens).unwrap_or(answered),
+                        reward: crate::grade::expected_grades(engine, &tokens)
+                            .first()
+                            .copied()
+                            .flatten()
+                            .unwrap_or(answered),
                         turns: a.turns.max(1),
                         tokens,
                         answered: Some(answered),
@@ -225,124 +229,4 @@ pub fn predict(
         }
     }
     Err(why)
-}
-
-/// The mean grade under the model's own distribution at the answer's first
-/// reward digit, read from llama.cpp's logits. A greedy answer reports only
-/// the likeliest grade, so a small model's predictions come out all 0 or
-/// all 10; the mean keeps its uncertainty. `None` where the answer's reward
-/// is not where a digit token can be read (other tokenizers, odd JSON).
-fn expected_reward(engine: &Engine, answer: &TokenSpan) -> Option<f32> {
-    let digits = (0..10)
-        .map(|d| match engine.tokenize(&d.to_string(), false)[..] {
-            [t] => Some(t),
-            _ => None,
-        })
-        .collect::<Option<Vec<i32>>>()?;
-    let at = reward_digit(engine, answer)?;
-    // The answer up to its reward, then "1": the logits before it give the
-    // first digit, those after it whether "1" goes on to "10".
-    let mut probe = answer.ids[..at].to_vec();
-    probe.push(digits[1]);
-    let (mut first, mut after_one) = (None, None);
-    engine
-        .visit_logits(&probe, &mut |i, logits| {
-            let p = |t: i32| f64::from(reverie_infer::log_prob(logits, t)).exp();
-            if i + 2 == probe.len() {
-                first = Some(digits.iter().map(|&t| p(t)).collect::<Vec<_>>());
-            } else if i + 1 == probe.len() {
-                after_one = Some(digits.iter().map(|&t| p(t)).collect::<Vec<_>>());
-            }
-        })
-        .ok()?;
-    grade_mean(&first?, &after_one?)
-}
-
-/// Index of the first digit of the `"reward"` value among the answer's
-/// tokens (the prompt's tokens are context, the answer's action).
-fn reward_digit(engine: &Engine, answer: &TokenSpan) -> Option<usize> {
-    let start = answer
-        .roles
-        .iter()
-        .position(|r| *r == reverie_core::TokenRole::Action)?;
-    (start + 1..answer.ids.len()).find(|&k| {
-        let before = engine.detokenize(&answer.ids[start..k], false);
-        let after_key = before.rsplit_once("\"reward\"").is_some_and(|(_, rest)| {
-            rest.trim_start()
-                .strip_prefix(':')
-                .is_some_and(|v| v.trim().is_empty())
-        });
-        after_key
-            && engine
-                .detokenize(&answer.ids[k..=k], false)
-                .starts_with(|c: char| c.is_ascii_digit())
-    })
-}
-
-/// Mean grade ÷ 10 from the probabilities of the first digit `first[d]`
-/// and, after a "1", of each next digit `after_one[d]`: a "1" is a 10 when
-/// a "0" follows (11 and above are out of range, so any other digit is
-/// read as the end of the number).
-fn grade_mean(first: &[f64], after_one: &[f64]) -> Option<f32> {
-    let total: f64 = first.iter().sum();
-    if total.is_nan() || total <= 0.0 || first.len() != 10 || after_one.len() != 10 {
-        return None;
-    }
-    let ended: f64 = 1.0 - after_one[1..].iter().sum::<f64>();
-    let ten = if ended > 0.0 {
-        (after_one[0] / ended).clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let mean: f64 = first
-        .iter()
-        .enumerate()
-        .map(|(d, p)| {
-            if d == 1 {
-                p * (10.0 * ten + (1.0 - ten))
-            } else {
-                p * d as f64
-            }
-        })
-        .sum::<f64>()
-        / total;
-    Some((mean / 10.0) as f32)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::grade_mean;
-
-    fn one_hot(d: usize) -> Vec<f64> {
-        (0..10).map(|i| if i == d { 1.0 } else { 0.0 }).collect()
-    }
-
-    #[test]
-    fn a_certain_grade_is_its_own_mean() {
-        assert_eq!(grade_mean(&one_hot(7), &one_hot(3)), Some(0.7));
-        assert_eq!(grade_mean(&one_hot(0), &one_hot(0)), Some(0.0));
-    }
-
-    #[test]
-    fn a_one_is_a_ten_as_often_as_a_zero_follows_it() {
-        // "1" then "0" for sure: 10.
-        assert_eq!(grade_mean(&one_hot(1), &one_hot(0)), Some(1.0));
-        // "1" then the number ends for sure: 1.
-        let end = vec![0.0; 10];
-        assert_eq!(grade_mean(&one_hot(1), &end), Some(0.1));
-        // Half and half: 5.5.
-        let mut half = vec![0.0; 10];
-        half[0] = 0.5;
-        assert!((grade_mean(&one_hot(1), &half).unwrap() - 0.55).abs() < 1e-6);
-    }
-
-    #[test]
-    fn the_mean_weighs_each_grade_by_its_probability() {
-        // Unnormalized mass on 2 and 8 only, as after other tokens took the rest.
-        let mut first = vec![0.0; 10];
-        first[2] = 0.1;
-        first[8] = 0.3;
-        assert!((grade_mean(&first, &one_hot(0)).unwrap() - 0.65).abs() < 1e-6);
-        assert_eq!(grade_mean(&[0.0; 10], &one_hot(0)), None);
-    }
 }

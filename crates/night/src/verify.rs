@@ -29,24 +29,23 @@ pub fn perplexity(path: &Path, gpu_layers: u32) -> Result<f64, reverie_infer::In
 /// Level of the held-out family's check (the default of `reverie eval`).
 const HELD_OUT_LEVEL: u32 = 3;
 
-/// The families to measure after a night: each one practised since
-/// `since_ms`, at the level of its latest episode, then the held-out family.
-/// Empty when nothing was practised (a night of chat has no task families).
-pub fn families_to_check(store: &Store, since_ms: i64) -> Result<Vec<(Family, u32)>, NightError> {
+/// The families to measure after every night: each one ever practised, at
+/// the level of its latest episode (a fixed set of tasks at the eval seed,
+/// so the old model's results can be reused), then the held-out families,
+/// which no night trains on.
+pub fn families_to_check(store: &Store) -> Result<Vec<(Family, u32)>, NightError> {
     let mut out: Vec<(Family, u32)> = Vec::new();
-    for e in store.episodes_since(since_ms)?.iter().rev() {
+    for e in store.episodes_since(0)?.iter().rev() {
         let Ok(f) = Family::parse(&e.family) else {
             continue;
         };
-        if e.kind == EpisodeKind::Practice && !out.iter().any(|(g, _)| *g == f) {
+        if e.kind == EpisodeKind::Practice && !f.held_out() && !out.iter().any(|(g, _)| *g == f) {
             out.push((f, e.difficulty));
         }
     }
-    if !out.is_empty() {
-        out.sort_by_key(|(f, _)| f.as_str());
-        let held_out = Family::ALL.into_iter().filter(|f| f.held_out());
-        out.extend(held_out.map(|f| (f, HELD_OUT_LEVEL)));
-    }
+    out.sort_by_key(|(f, _)| f.as_str());
+    let held_out = Family::ALL.into_iter().filter(|f| f.held_out());
+    out.extend(held_out.map(|f| (f, HELD_OUT_LEVEL)));
     Ok(out)
 }
 
@@ -110,8 +109,9 @@ impl FamilyCheck {
         FamilyCheck::new(family, 3, outcomes(before), outcomes(after), None)
     }
 
-    pub fn regressed(&self, max_drop: f64) -> bool {
-        self.before - self.after > max_drop + 1e-9
+    /// The new model lost more of these tasks than it gained.
+    pub fn regressed(&self) -> bool {
+        self.paired.lost > self.paired.gained
     }
 }
 
@@ -226,7 +226,12 @@ mod tests {
     fn practised_families_are_checked_with_the_held_out_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
-        assert!(families_to_check(&store, 0).unwrap().is_empty());
+        let held_out = (Family::Units, HELD_OUT_LEVEL);
+        assert_eq!(
+            families_to_check(&store).unwrap(),
+            vec![held_out],
+            "a night of chat alone is still checked on the held-out family"
+        );
         let record = |family: &str, eval: bool, difficulty: u32| {
             let ch = store
                 .create_channel(&format!("{family}-{difficulty}-{eval}"))
@@ -252,14 +257,15 @@ mod tests {
                 .unwrap();
         };
         record("units", true, 5);
-        assert!(
-            families_to_check(&store, 0).unwrap().is_empty(),
-            "eval alone trains nothing, so there is nothing to check"
+        assert_eq!(
+            families_to_check(&store).unwrap(),
+            vec![held_out],
+            "eval alone trains nothing"
         );
         record("strings", false, 2);
         record("arithmetic", false, 2);
         record("arithmetic", false, 4);
-        let got = families_to_check(&store, 0).unwrap();
+        let got = families_to_check(&store).unwrap();
         assert_eq!(
             got,
             vec![
@@ -267,7 +273,7 @@ mod tests {
                 (Family::Strings, 2),
                 (Family::Units, HELD_OUT_LEVEL)
             ],
-            "the latest level of each practised family, then the held-out one"
+            "the latest level of each family ever practised, then the held-out one"
         );
     }
 
@@ -335,11 +341,29 @@ mod tests {
     }
 
     #[test]
-    fn a_drop_beyond_the_allowance_is_a_regression() {
-        let c = |before, after| FamilyCheck::with_rates(Family::Arithmetic, 8, before, after);
-        assert!(!c(0.5, 0.25).regressed(0.25));
-        assert!(c(0.5, 0.125).regressed(0.25));
-        assert!(!c(0.0, 1.0).regressed(0.0));
+    fn losing_more_tasks_than_gained_is_a_regression() {
+        let c = |before: &[bool], after: &[bool]| {
+            let o = |v: &[bool]| {
+                v.iter()
+                    .enumerate()
+                    .map(|(i, &passed)| Outcome {
+                        prompt: format!("task {i}"),
+                        passed,
+                    })
+                    .collect::<Vec<_>>()
+            };
+            FamilyCheck::new(Family::Arithmetic, 3, o(before), o(after), None)
+        };
+        // The same rate, different tasks: one lost, one gained.
+        assert!(!c(&[true, false, true], &[false, true, true]).regressed());
+        // One lost, none gained: a drop of one task in sixteen still counts.
+        let mut before = [true; 16];
+        let mut after = [true; 16];
+        before[15] = false;
+        after[3] = false;
+        after[15] = false;
+        assert!(c(&before, &after).regressed());
+        assert!(!c(&[false, false], &[true, true]).regressed());
     }
 
     /// Cancelling the night while verify measures task families stops it

@@ -328,8 +328,12 @@ fn replies_are_rated_and_a_rating_can_be_changed_or_taken_back() {
     let ch = s.create_channel("work").unwrap();
     let other = s.create_channel("other").unwrap();
     let span = TokenSpan::default();
-    let ask = s.append_message(ch, MessageRole::User, "17 × 3?", &span).unwrap();
-    let reply = s.append_message(ch, MessageRole::Assistant, "51", &span).unwrap();
+    let ask = s
+        .append_message(ch, MessageRole::User, "17 × 3?", &span)
+        .unwrap();
+    let reply = s
+        .append_message(ch, MessageRole::Assistant, "51", &span)
+        .unwrap();
     assert_eq!(s.last_reply(ch).unwrap(), Some(reply));
     assert_eq!(s.last_reply(other).unwrap(), None);
 
@@ -352,6 +356,9 @@ fn replies_are_rated_and_a_rating_can_be_changed_or_taken_back() {
     s.retract_from(ch, ask).unwrap();
     assert!(s.feedback(ch).unwrap().is_empty());
     assert_eq!(s.last_reply(ch).unwrap(), None);
-    let err = s.set_feedback(ch, reply, Some(false)).unwrap_err().to_string();
+    let err = s
+        .set_feedback(ch, reply, Some(false))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("taken back"), "{err}");
 }

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api, errorText } from "../ipc";
 import type { ChatEvent } from "../types";
-import { applyEvent, historyToItems, isBusy, type Item } from "./chatStore";
+import { applyEvent, endsTurn, historyToItems, isBusy, rate, streamingReply, type Item } from "./chatStore";
 import { SystemPrompt } from "./SystemPrompt";
 import { CameraIcon, PaperclipIcon } from "../icons";
 import { ToolCard } from "./ToolCard";
@@ -14,6 +14,28 @@ function toBase64(file: Blob): Promise<string> {
     r.onerror = () => reject(r.error);
     r.readAsDataURL(file);
   });
+}
+
+/** 👍/👎 under a reply; the next night takes it as the reply's reward. A
+ * second click on the chosen one takes it back. */
+function Rating({ id, rating, onRate }: { id: number; rating: boolean | null; onRate: (id: number, good: boolean | null) => void }) {
+  const button = (good: boolean, label: string, icon: string) => (
+    <button
+      className={`link rate ${rating === good ? "chosen" : ""}`}
+      aria-label={label}
+      aria-pressed={rating === good}
+      title={`${label} (the next night learns from it; click again to take it back)`}
+      onClick={() => onRate(id, rating === good ? null : good)}
+    >
+      {icon}
+    </button>
+  );
+  return (
+    <div className="rating" data-testid="rating">
+      {button(true, "Good reply", "👍")}
+      {button(false, "Bad reply", "👎")}
+    </div>
+  );
 }
 
 export function ChatView({ channel }: { channel: string }) {
@@ -59,7 +81,7 @@ export function ChatView({ channel }: { channel: string }) {
     setItems((cur) => [
       ...cur,
       { kind: "user", id: null, text },
-      { kind: "assistant", id: null, text: "", streaming: true, stop: null },
+      streamingReply(),
     ]);
     try {
       await api.sendMessage(channel, text, onEvent);
@@ -72,7 +94,7 @@ export function ChatView({ channel }: { channel: string }) {
 
   const rerun = async (run: () => Promise<void>, keepUpTo: (items: Item[]) => Item[]) => {
     setProblem(null);
-    setItems((cur) => [...keepUpTo(cur), { kind: "assistant", id: null, text: "", streaming: true, stop: null }]);
+    setItems((cur) => [...keepUpTo(cur), streamingReply()]);
     try {
       await run();
     } catch (e) {
@@ -101,6 +123,16 @@ export function ChatView({ channel }: { channel: string }) {
         return [...cur.slice(0, at), { kind: "user", id: null, text }];
       },
     );
+  };
+
+  const rateReply = async (id: number, good: boolean | null) => {
+    setProblem(null);
+    try {
+      await api.rateReply(channel, id, good);
+      setItems((cur) => rate(cur, id, good));
+    } catch (e) {
+      setProblem(errorText(e));
+    }
   };
 
   const attach = async (files: FileList | File[]) => {
@@ -172,6 +204,9 @@ export function ChatView({ channel }: { channel: string }) {
                     {it.streaming && <span className="cursor" aria-label="generating">▍</span>}
                   </div>
                   {it.stop && <div className="stop-note">[{it.stop}]</div>}
+                  {it.id != null && endsTurn(items, k) && (
+                    <Rating id={it.id} rating={it.rating} onRate={(id, good) => void rateReply(id, good)} />
+                  )}
                 </div>
               );
             case "tool":

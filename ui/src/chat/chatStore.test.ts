@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent, MessageView } from "../types";
-import { applyEvent, historyToItems, isBareCall, isBusy, visibleText, type Item } from "./chatStore";
+import { applyEvent, endsTurn, historyToItems, isBareCall, isBusy, rate, visibleText, type Item } from "./chatStore";
 
 const ch = 1;
 const run = (events: ChatEvent[], start: Item[] = []) => events.reduce(applyEvent, start);
@@ -14,7 +14,7 @@ describe("chat store", () => {
     expect(items).toHaveLength(1);
     expect(isBusy(items)).toBe(true);
     const done = applyEvent(items, { type: "turn_end", channel: ch, message: 7, reason: "cancelled" });
-    expect(done[0]).toEqual({ kind: "assistant", id: 7, text: "Hello", streaming: false, stop: "stopped" });
+    expect(done[0]).toEqual({ kind: "assistant", id: 7, text: "Hello", streaming: false, stop: "stopped", rating: null });
     expect(isBusy(done)).toBe(false);
   });
 
@@ -49,7 +49,7 @@ describe("chat store", () => {
     ]);
     expect(live[0]).toMatchObject({ kind: "assistant", text: "" });
     const stored = historyToItems([
-      { id: 1, role: "assistant", text: "```json\n" + bare + "\n```", created_ms: 0, tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "391", ok: true }], stray_end: false },
+      { id: 1, role: "assistant", text: "```json\n" + bare + "\n```", created_ms: 0, tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "391", ok: true }], stray_end: false, feedback: null },
     ]);
     expect(stored.map((i) => i.kind)).toEqual(["tool"]);
     expect(isBareCall("The answer is {x}")).toBe(false);
@@ -66,8 +66,8 @@ describe("chat store", () => {
 
   it("folds stored messages: tool results into cards, markup out of replies", () => {
     const msgs: MessageView[] = [
-      { id: 1, role: "system", text: "sys", created_ms: 0, tool_calls: [], stray_end: false },
-      { id: 2, role: "user", text: "read a.txt", created_ms: 0, tool_calls: [], stray_end: false },
+      { id: 1, role: "system", text: "sys", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+      { id: 2, role: "user", text: "read a.txt", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
       {
         id: 3,
         role: "assistant",
@@ -75,11 +75,42 @@ describe("chat store", () => {
         created_ms: 0,
         tool_calls: [{ call_id: "c", name: "read_file", arguments: '{"path":"a.txt"}', result: "1: hi", ok: true }],
         stray_end: false,
+        feedback: null,
       },
-      { id: 4, role: "tool", text: "1: hi", created_ms: 0, tool_calls: [], stray_end: false },
-      { id: 5, role: "assistant", text: "It says hi.", created_ms: 0, tool_calls: [], stray_end: true },
+      { id: 4, role: "tool", text: "1: hi", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+      { id: 5, role: "assistant", text: "It says hi.", created_ms: 0, tool_calls: [], stray_end: true, feedback: null },
     ];
     const items = historyToItems(msgs);
     expect(items.map((i) => i.kind)).toEqual(["user", "tool", "assistant", "stray"]);
+  });
+
+  it("offers a rating on the reply that ends each turn, and keeps the stored one", () => {
+    const msgs: MessageView[] = [
+      { id: 1, role: "user", text: "17*3?", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+      {
+        id: 2,
+        role: "assistant",
+        text: "Let me check.",
+        created_ms: 0,
+        tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "51", ok: true }],
+        stray_end: false,
+        feedback: null,
+      },
+      { id: 3, role: "tool", text: "51", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+      { id: 4, role: "assistant", text: "51", created_ms: 0, tool_calls: [], stray_end: false, feedback: false },
+      { id: 5, role: "user", text: "thanks", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+      { id: 6, role: "assistant", text: "You're welcome.", created_ms: 0, tool_calls: [], stray_end: false, feedback: null },
+    ];
+    const items = historyToItems(msgs);
+    expect(items.map((i) => i.kind)).toEqual(["user", "assistant", "tool", "assistant", "user", "assistant"]);
+    const rateable = items.map((_, k) => endsTurn(items, k));
+    expect(rateable).toEqual([false, false, false, true, false, true]);
+    expect(items[3]).toMatchObject({ id: 4, rating: false });
+    const rated = rate(items, 6, true);
+    expect(rated[5]).toMatchObject({ id: 6, rating: true });
+    expect(rate(rated, 6, null)[5]).toMatchObject({ rating: null });
+    // A reply still streaming is not rated yet.
+    const live = run([{ type: "token", channel: ch, id: 1, piece: "Hi", logprob: 0 }]);
+    expect(endsTurn(live, 0)).toBe(false);
   });
 });

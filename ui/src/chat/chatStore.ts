@@ -5,7 +5,15 @@ import type { ChatEvent, MessageView } from "../types";
 
 export type Item =
   | { kind: "user"; id: number | null; text: string }
-  | { kind: "assistant"; id: number | null; text: string; streaming: boolean; stop: string | null }
+  | {
+      kind: "assistant";
+      id: number | null;
+      text: string;
+      streaming: boolean;
+      stop: string | null;
+      /** The person's 👍 (true) or 👎 (false). */
+      rating: boolean | null;
+    }
   | {
       kind: "tool";
       callId: string;
@@ -49,7 +57,7 @@ export function historyToItems(messages: MessageView[]): Item[] {
     if (m.role === "assistant") {
       const text = m.tool_calls.length > 0 && isBareCall(m.text) ? "" : visibleText(m.text);
       if (text || m.tool_calls.length === 0) {
-        items.push({ kind: "assistant", id: m.id, text, streaming: false, stop: null });
+        items.push({ kind: "assistant", id: m.id, text, streaming: false, stop: null, rating: m.feedback });
       }
       for (const t of m.tool_calls) {
         items.push({
@@ -65,6 +73,29 @@ export function historyToItems(messages: MessageView[]): Item[] {
     }
   }
   return items;
+}
+
+/** A reply as it starts to stream. */
+export function streamingReply(text = ""): Item {
+  return { kind: "assistant", id: null, text, streaming: true, stop: null, rating: null };
+}
+
+/** Whether item `k` is a finished reply that ends the agent's turn (the
+ * reply a person rates): nothing but tool cards and notes follow it before
+ * the next message. */
+export function endsTurn(items: Item[], k: number): boolean {
+  const it = items[k];
+  if (it?.kind !== "assistant" || it.id == null || it.streaming) return false;
+  for (const next of items.slice(k + 1)) {
+    if (next.kind === "user") return true;
+    if (next.kind === "assistant" || next.kind === "tool") return false;
+  }
+  return true;
+}
+
+/** The list with reply `id` rated `good` (null takes the rating back). */
+export function rate(items: Item[], id: number, good: boolean | null): Item[] {
+  return items.map((it) => (it.kind === "assistant" && it.id === id ? { ...it, rating: good } : it));
 }
 
 function lastStreaming(items: Item[]): number {
@@ -86,7 +117,7 @@ export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
         const it = out[i] as Extract<Item, { kind: "assistant" }>;
         out[i] = { ...it, text: it.text + ev.piece };
       } else {
-        out.push({ kind: "assistant", id: null, text: ev.piece, streaming: true, stop: null });
+        out.push(streamingReply(ev.piece));
       }
       return out;
     }
@@ -110,7 +141,7 @@ export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
         it.kind === "tool" && it.callId === ev.call_id ? { ...it, result: ev.result, ok: ev.ok } : it,
       );
       if (!done.some((it) => it.kind === "tool" && it.ok === null)) {
-        done.push({ kind: "assistant", id: null, text: "", streaming: true, stop: null });
+        done.push(streamingReply());
       }
       return done;
     }

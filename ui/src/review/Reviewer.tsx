@@ -4,7 +4,7 @@ import { percent, signed } from "../format";
 import { api, errorText } from "../ipc";
 import type { EpisodeSummary, EpisodeView, NightView } from "../types";
 import { visibleText } from "../chat/chatStore";
-import { nightStats } from "./nightStats";
+import { judgeAgreement, nightStats } from "./nightStats";
 import { TokenView } from "./TokenView";
 
 type Sign = "any" | "positive" | "negative";
@@ -108,13 +108,23 @@ export function Reviewer() {
         </ul>
         <h3>Nights</h3>
         <ul className="nights">
-          {nights.map((n) => (
-            <li key={n.id} data-testid="night-row">
-              night {n.id}: {n.status}
-              {n.report.deploy?.checkpoint != null ? ` · checkpoint ${n.report.deploy.checkpoint}` : ""}
-              {n.report.deploy?.kept ? ` · kept: ${n.report.deploy.kept}` : ""}
-            </li>
-          ))}
+          {nights.map((n) => {
+            const judge = judgeAgreement(n.report);
+            return (
+              <li key={n.id} data-testid="night-row">
+                night {n.id}: {n.status}
+                {n.report.deploy?.checkpoint != null ? ` · checkpoint ${n.report.deploy.checkpoint}` : ""}
+                {n.report.deploy?.kept ? ` · kept: ${n.report.deploy.kept}` : ""}
+                {judge && (
+                  <span className={judge.doubtful ? "judge-doubt" : "muted"} data-testid="judge-agreement">
+                    {" · "}
+                    {judge.doubtful ? "⚠ " : ""}
+                    {judge.text}
+                  </span>
+                )}
+              </li>
+            );
+          })}
         </ul>
       </aside>
       <section className="episode-detail">
@@ -187,6 +197,11 @@ export function Reviewer() {
                             <strong>{t.description}</strong>
                             <div className="subtask-figs">
                               <span>reward {percent(t.reward)}</span>
+                              {t.feedback != null && (
+                                <span data-testid="subtask-feedback" className={t.feedback ? "pos" : "neg"}>
+                                  {t.feedback ? "👍" : "👎"} by you (judge said {percent(t.judged_reward)})
+                                </span>
+                              )}
                               <span>predicted {percent(t.predicted_reward)}</span>
                               <span>turns {t.turns} (predicted {t.predicted_turns ?? "–"})</span>
                               <span className={(t.advantage ?? 0) >= 0 ? "pos" : "neg"}>advantage {signed(t.advantage)}</span>
@@ -194,6 +209,11 @@ export function Reviewer() {
                               <span className="muted">night {t.night}</span>
                             </div>
                             <div className="muted">{t.reason}</div>
+                            {t.evidence.length > 0 && (
+                              <ul className="evidence" data-testid="evidence">
+                                {t.evidence.map((e, j) => <li key={j}>{e}</li>)}
+                              </ul>
+                            )}
                           </div>
                         ))}
                         <div className={`msg ${m.role}`}>

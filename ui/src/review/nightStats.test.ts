@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { nightReport } from "../testReports";
 import type { NightReport, NightView } from "../types";
-import { nightStats } from "./nightStats";
+import { judgeAgreement, nightStats } from "./nightStats";
 
 const night = (id: number, report: Partial<NightReport>): NightView => ({
   id,
@@ -30,5 +30,14 @@ describe("night stats", () => {
     expect(s.predictionError).toEqual([0.1, null]);
     expect(s.meanAdvantage[0]).toBeCloseTo(0.1);
     expect(s.meanAdvantage[1]).toBeNull();
+  });
+
+  it("flags a night whose judge disagreed with the person's ratings", () => {
+    const agreement = (agreed: number, compared: number) =>
+      judgeAgreement(nightReport({ judge_agreement: { rated: compared + 1, compared, agreed, missed_failures: 0 } }));
+    expect(agreement(4, 5)).toEqual({ text: "judge agreed with your ratings on 4 of 5", doubtful: false });
+    expect(agreement(2, 5)?.doubtful).toBe(true);
+    expect(agreement(0, 0)).toBeNull();
+    expect(judgeAgreement(nightReport())).toBeNull();
   });
 });

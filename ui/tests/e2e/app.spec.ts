@@ -74,6 +74,33 @@ test("chat: regenerate and edit-and-rerun", async ({ page }) => {
   expect(edit?.args).toMatchObject({ name: "general", message: 2, text: "What is in plans.txt?" });
 });
 
+test("chat: 👍/👎 on the reply that ends a turn, stored and taken back", async ({ page }) => {
+  await open(page);
+  const last = page.getByTestId("assistant-message").last();
+  await expect(last).toContainText("buy milk and water the plants");
+  // One rating per turn: the reply that ends it, not the tool-calling step.
+  await expect(page.getByTestId("rating")).toHaveCount(1);
+  await last.getByRole("button", { name: "Good reply" }).click();
+  await expect(last.getByRole("button", { name: "Good reply" })).toHaveAttribute("aria-pressed", "true");
+  await last.getByRole("button", { name: "Bad reply" }).click();
+  await expect(last.getByRole("button", { name: "Bad reply" })).toHaveAttribute("aria-pressed", "true");
+  await expect(last.getByRole("button", { name: "Good reply" })).toHaveAttribute("aria-pressed", "false");
+  await last.getByRole("button", { name: "Bad reply" }).click();
+  await expect(last.getByRole("button", { name: "Bad reply" })).toHaveAttribute("aria-pressed", "false");
+  const rates = (await calls(page)).filter((c) => c.cmd === "rate_reply").map((c) => c.args);
+  expect(rates).toEqual([
+    { name: "general", message: 5, good: true },
+    { name: "general", message: 5, good: false },
+    { name: "general", message: 5, good: null },
+  ]);
+  // The stored rating comes back with the history.
+  await last.getByRole("button", { name: "Good reply" }).click();
+  await page.getByRole("button", { name: "# ledger" }).click();
+  await expect(page.getByRole("heading", { name: "# ledger" })).toBeVisible();
+  await page.getByRole("button", { name: "# general" }).click();
+  await expect(page.getByTestId("assistant-message").last().getByRole("button", { name: "Good reply" })).toHaveAttribute("aria-pressed", "true");
+});
+
 test("chat: attachments by picker and the webcam, then sent with the message", async ({ page }) => {
   await open(page);
   await page.getByTestId("file-input").setInputFiles({ name: "report.pdf", mimeType: "application/pdf", buffer: Buffer.from("%PDF-1.4 test") });
@@ -146,6 +173,9 @@ test("reviewer: sub-tasks with their figures, token colours by role, overrides s
   await expect(sub).toContainText("reward 90%");
   await expect(sub).toContainText("predicted 70%");
   await expect(sub).toContainText("advantage +0.20");
+  await expect(sub.getByTestId("subtask-feedback")).toHaveText("👍 by you (judge said 40%)");
+  await expect(sub.getByTestId("evidence")).toContainText("the judge read messages 1–2");
+  await expect(page.getByTestId("judge-agreement").first()).toHaveText("· ⚠ judge agreed with your ratings on 2 of 5");
   await page.screenshot({ path: path.join(shots, "reviewer.png") });
 
   await page.getByRole("button", { name: "Tokens" }).click();

@@ -23,14 +23,14 @@
     ],
     messages: {
       general: [
-        { id: 1, role: "system", text: "You are Reverie.", created_ms: now - 7200000, tool_calls: [], stray_end: false },
-        { id: 2, role: "user", text: "What is in todo.txt?", created_ms: now - 7100000, tool_calls: [], stray_end: false },
+        { id: 1, role: "system", text: "You are Reverie.", created_ms: now - 7200000, tool_calls: [], stray_end: false, feedback: null },
+        { id: 2, role: "user", text: "What is in todo.txt?", created_ms: now - 7100000, tool_calls: [], stray_end: false, feedback: null },
         {
           id: 3, role: "assistant", text: '<tool_call>{"name":"read_file","arguments":{"path":"todo.txt"}}</tool_call>', created_ms: now - 7090000,
-          tool_calls: [{ call_id: "c0", name: "read_file", arguments: '{"path":"todo.txt"}', result: "1: buy milk\n2: water the plants", ok: true }], stray_end: false,
+          tool_calls: [{ call_id: "c0", name: "read_file", arguments: '{"path":"todo.txt"}', result: "1: buy milk\n2: water the plants", ok: true }], stray_end: false, feedback: null,
         },
-        { id: 4, role: "tool", text: "1: buy milk", created_ms: now - 7080000, tool_calls: [], stray_end: false },
-        { id: 5, role: "assistant", text: "Two things: buy milk and water the plants.", created_ms: now - 7070000, tool_calls: [], stray_end: false },
+        { id: 4, role: "tool", text: "1: buy milk", created_ms: now - 7080000, tool_calls: [], stray_end: false, feedback: null },
+        { id: 5, role: "assistant", text: "Two things: buy milk and water the plants.", created_ms: now - 7070000, tool_calls: [], stray_end: false, feedback: null },
       ],
       ledger: [],
     },
@@ -43,6 +43,7 @@
           advantages: [-0.3, -0.1, 0.05],
           train: { steps: 3, tokens: 2400, losses: [{ total: 1.9, oapl: 1.5, env: 0.3, user: 0.1 }, { total: 1.4, oapl: 1.1, env: 0.2, user: 0.1 }] },
           verify: { ok: true, perplexity_before: 41.7, perplexity_after: 41.8 },
+          judge_agreement: { rated: 5, compared: 5, agreed: 2, missed_failures: 2 },
           deploy: { checkpoint: 2, path: "/ckpt/night-1/model-q8_0.gguf" },
         },
       },
@@ -83,7 +84,7 @@
     const emit = streamer(onEvent);
     const ch = state.channels.find((c) => c.name === name);
     const list = state.messages[name];
-    list.push({ id: ++messageId, role: "user", text, created_ms: Date.now(), tool_calls: [], stray_end: false });
+    list.push({ id: ++messageId, role: "user", text, created_ms: Date.now(), tool_calls: [], stray_end: false, feedback: null });
     state.stopRequested = false;
     const wantsTool = /file|read/i.test(text);
     if (wantsTool) {
@@ -96,7 +97,7 @@
     for (let i = 0; i < (/slow/i.test(text) ? 400 : words.length); i++) {
       if (state.stopRequested) {
         emit({ type: "turn_end", channel: ch.id, message: ++messageId, reason: "cancelled" });
-        list.push({ id: messageId, role: "assistant", text: reply, created_ms: Date.now(), tool_calls: [], stray_end: false });
+        list.push({ id: messageId, role: "assistant", text: reply, created_ms: Date.now(), tool_calls: [], stray_end: false, feedback: null });
         return;
       }
       const piece = words[i % words.length];
@@ -104,7 +105,7 @@
       emit({ type: "token", channel: ch.id, id: i, piece, logprob: -0.1 });
       await sleep(/slow/i.test(text) ? 40 : 60);
     }
-    list.push({ id: ++messageId, role: "assistant", text: reply, created_ms: Date.now(), tool_calls: [], stray_end: false });
+    list.push({ id: ++messageId, role: "assistant", text: reply, created_ms: Date.now(), tool_calls: [], stray_end: false, feedback: null });
     emit({ type: "turn_end", channel: ch.id, message: messageId, reason: "end_of_turn" });
   }
 
@@ -222,6 +223,11 @@
     stop_generation: () => {
       state.stopRequested = true;
     },
+    rate_reply: ({ name, message, good }) => {
+      const m = (state.messages[name] ?? []).find((x) => x.id === message);
+      if (!m || m.role !== "assistant") throw `message ${message} is not one of the agent's replies in "${name}"`;
+      m.feedback = good;
+    },
     regenerate: ({ name, onEvent }) => {
       const list = state.messages[name];
       const lastUser = list.map((m) => m.role).lastIndexOf("user");
@@ -243,7 +249,7 @@
       channel,
       token_text: true,
       subtasks: [
-        { night: 2, description: "Read todo.txt and summarise it", first_message: 2, last_message: 5, turns: 1, reward: 0.9, predicted_reward: 0.7, predicted_turns: 2, advantage: 0.2, understanding: 1.0, reason: "correct summary, one tool call" },
+        { night: 2, description: "Read todo.txt and summarise it", first_message: 2, last_message: 5, turns: 1, reward: 0.9, predicted_reward: 0.7, predicted_turns: 2, advantage: 0.2, understanding: 1.0, reason: "correct summary, one tool call", judged_reward: 0.4, feedback: true, evidence: ["the judge read messages 1–2"] },
       ],
       messages: [
         { id: 2, role: "user", text: "What is in todo.txt?", created_ms: now, tokens: [...episodeTokens(["<|im_start|>", "user", "\n"], "context", null), ...episodeTokens(["What", " is", " in", " todo", ".txt", "?"], "user", null)] },

@@ -10,7 +10,7 @@ use reverie_core::{ChannelId, MessageId, MessageRole};
 use crate::error::NightError;
 use crate::event::Stage;
 use crate::feedback::{self, JudgeAgreement};
-use crate::judge::{judge_window, windows, JudgedTask, TaskKind};
+use crate::judge::{judge_window, windows, JudgeOptions, JudgedTask, TaskKind};
 use crate::run::NightRun;
 use crate::stages::Next;
 
@@ -34,12 +34,10 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     for (i, w) in all.iter().enumerate() {
         let label = format!("channel {} messages {}", w.channel.0, w.messages.len());
         night.item(Stage::Judge, i, all.len(), label)?;
-        match judge_window(night.engine()?, w, cfg.retries) {
+        match judge_window(night.engine()?, w, cfg.retries, JudgeOptions::default()) {
             Ok(j) => {
-                for (a, b) in &j.reads {
-                    let read =
-                        format!("the judge read messages {a}–{b} of channel {}", w.channel.0);
-                    night.note(Stage::Judge, read);
+                for r in &j.requests {
+                    night.note(Stage::Judge, format!("channel {}: {r}", w.channel.0));
                 }
                 tasks.extend(j.tasks)
             }

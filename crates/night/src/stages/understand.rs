@@ -100,6 +100,7 @@ mod tests {
             kind,
             judged: None,
             feedback: None,
+            evidence: Vec::new(),
         };
         let tasks: Vec<JudgedTask> = (0..20)
             .map(|i| match i % 4 {

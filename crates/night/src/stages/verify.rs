@@ -1,6 +1,8 @@
 //! Stage 8, verify: llama.cpp loads the new model and its perplexity on a
-//! fixed text has not risen too far; after practice, the practised families
-//! and the held-out one are measured on the old and the new model.
+//! fixed text has not risen too far; every family ever practised and the
+//! held-out ones are measured on the same tasks with the old and the new
+//! model, and a family that loses more tasks than it gains keeps the old
+//! model.
 
 use crate::error::NightError;
 use crate::event::Stage;
@@ -21,7 +23,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     night.check_cancel()?;
     let mut verdict = perplexity_verdict(before, perplexity(&merged, cfg.gpu_layers), cfg);
     night.check_cancel()?;
-    let families = families_to_check(store, night.report.since_ms)?;
+    let families = families_to_check(store)?;
     if verdict.ok && cfg.verify_tasks > 0 && !families.is_empty() {
         let n = families.len();
         let old = (base.as_path(), earlier.as_ref());
@@ -30,7 +32,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
             let label = format!("{} tasks, old and new model", f.as_str());
             let _ = night.item(Stage::Verify, i, n, label);
         })?;
-        verdict = with_task_checks(verdict, checks, cfg.max_success_drop);
+        verdict = with_task_checks(verdict, checks);
     }
     if let Some(m) = earlier.as_ref().filter(|m| m.perplexity.is_some()) {
         verdict.perplexity_before_from_night = Some(m.night);
@@ -76,18 +78,20 @@ fn perplexity_verdict(
 }
 
 /// Adds the task checks to the perplexity verdict; the first family that
-/// dropped by more than `max_drop` fails it.
-fn with_task_checks(mut verdict: Verdict, checks: Vec<FamilyCheck>, max_drop: f64) -> Verdict {
-    if let Some(c) = checks.iter().find(|c| c.regressed(max_drop)) {
+/// lost more tasks than it gained fails it.
+fn with_task_checks(mut verdict: Verdict, checks: Vec<FamilyCheck>) -> Verdict {
+    if let Some(c) = checks.iter().find(|c| c.regressed()) {
+        let solved = |rate: f64| (rate * c.tasks as f64).round() as usize;
         verdict.ok = false;
         verdict.why = format!(
-            "{} tasks: {:.0}% solved before, {:.0}% after ({} tasks at level {}), a drop of more than the allowed {:.0} points",
+            "{} tasks: {} of {} solved before, {} after (level {}): the new model lost {} and gained {}",
             c.family,
-            c.before * 100.0,
-            c.after * 100.0,
+            solved(c.before),
             c.tasks,
+            solved(c.after),
             c.level,
-            max_drop * 100.0
+            c.paired.lost,
+            c.paired.gained
         );
     }
     verdict.tasks = checks;
@@ -102,10 +106,10 @@ mod tests {
     use crate::NightConfig;
 
     #[test]
-    fn a_family_that_drops_fails_the_verdict_and_says_which() {
+    fn a_family_that_loses_tasks_fails_the_verdict_and_says_which() {
         let check = |family: &str, before, after| {
             let family = reverie_practice::Family::parse(family).unwrap();
-            FamilyCheck::with_rates(family, 8, before, after)
+            FamilyCheck::with_rates(family, 16, before, after)
         };
         let ok = Verdict {
             ok: true,
@@ -114,22 +118,18 @@ mod tests {
         let kept = with_task_checks(
             ok.clone(),
             vec![check("arithmetic", 0.25, 0.5), check("units", 0.25, 0.25)],
-            0.25,
         );
         assert!(kept.ok);
         assert_eq!(kept.tasks.len(), 2);
+        // One task of sixteen is enough to refuse the night.
         let failed = with_task_checks(
             ok,
-            vec![check("arithmetic", 0.5, 0.5), check("units", 0.625, 0.25)],
-            0.25,
+            vec![check("arithmetic", 0.5, 0.5), check("units", 0.375, 0.3125)],
         );
         assert!(!failed.ok);
-        assert!(
-            failed
-                .why
-                .starts_with("units tasks: 62% solved before, 25% after"),
-            "{}",
-            failed.why
+        assert_eq!(
+            failed.why,
+            "units tasks: 6 of 16 solved before, 5 after (level 3): the new model lost 1 and gained 0"
         );
     }
 

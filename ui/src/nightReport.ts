@@ -90,9 +90,14 @@ feedback?: boolean | null,
  * What the judge was shown beyond the messages and what it asked for:
  * calculator checks, reads, pages.
  */
-evidence?: Array<string>, };
+evidence?: Array<string>, 
+/**
+ * A reply the person took back: its messages (ids), which train in
+ * place of `first..=last`'s after the transcript before `first`.
+ */
+taken_back?: Array<number>, };
 
-export type TaskKind = "judged" | "practice" | "tasker" | "rated";
+export type TaskKind = "judged" | "practice" | "tasker" | "rated" | "preference";
 
 export type JudgeAgreement = { 
 /**

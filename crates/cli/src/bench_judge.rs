@@ -1,7 +1,8 @@
 //! `reverie bench judge`: how often the night's judge is right. A simulated
 //! user poses tasks of the practice families as ordinary messages in
 //! ordinary channels (two or three to a channel, in a fresh data folder);
-//! the agent answers with its usual tools; each answer is checked by the
+//! the agent answers with the family's tools (all of them with
+//! `--all-tools`); each answer is checked by the
 //! family's program, which only this benchmark runs. The judge then grades
 //! the channels as a night would, with and without the calculator's checks,
 //! and each grade is read two ways: the digit the judge wrote and the
@@ -35,10 +36,15 @@ pub struct JudgeArgs {
     #[arg(long, default_value_t = 3)]
     per_channel: usize,
     /// Level of every family's tasks (1 = easiest).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     level: u32,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
+    /// Offer all of the agent's tools on every task, not only the task
+    /// family's (a small model given all of them rarely gets past the
+    /// call, which leaves the judge nothing but failures to grade).
+    #[arg(long)]
+    all_tools: bool,
     #[arg(long)]
     json: bool,
 }
@@ -119,8 +125,12 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         let name = format!("day-{}", i / a.per_channel.max(1) + 1);
         let toolbox = open_toolbox(&bench, &store, &name, None)?;
         let workspace = toolbox.workspace().root().to_path_buf();
-        let mut session = ChannelSession::open(&engine, &store, &name, DEFAULT_SYSTEM_PROMPT)?
-            .with_tools(ToolSetup::new(toolbox));
+        let mut setup = ToolSetup::new(toolbox);
+        if !a.all_tools {
+            setup.allowed = Some(family.tools().iter().map(|t| t.to_string()).collect());
+        }
+        let mut session =
+            ChannelSession::open(&engine, &store, &name, DEFAULT_SYSTEM_PROMPT)?.with_tools(setup);
         let per = a.per_channel.max(1);
         let opening = if i % per == 0 {
             OPENINGS[(i / per) % 3]

@@ -316,6 +316,18 @@ impl Engine {
         crate::score::logits_at_every_position(&model, tokens, self.shared.config.threads, visit)
     }
 
+    /// Calls `visit(i, logits)` with the logits after `tokens[..=i]` for
+    /// each `i` in `at` only (much cheaper than every position).
+    pub fn visit_logits_at(
+        &self,
+        tokens: &[i32],
+        at: &[usize],
+        visit: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<(), InferError> {
+        let model = self.shared.model();
+        crate::score::logits_at(&model, tokens, at, self.shared.config.threads, visit)
+    }
+
     /// Appends messages to a transcript through the chat template, ending
     /// with the assistant prompt; returns the tokens added.
     pub fn extend_transcript(

@@ -14,12 +14,41 @@ use crate::model::LoadedModel;
 /// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_DISABLED`.
 const FLASH_ATTN_DISABLED: i32 = 0;
 
-/// Calls `visit(i, logits)` with the raw logits llama.cpp predicts after
-/// `tokens[..=i]`, for every position `i`.
+/// Calls `visit(i, logits)` with the logits after `tokens[..=i]`, for every
+/// position `i`.
 pub fn logits_at_every_position(
     model: &LoadedModel,
     tokens: &[i32],
     threads: usize,
+    visit: &mut dyn FnMut(usize, &[f32]),
+) -> Result<(), InferError> {
+    logits_where(model, tokens, threads, &|_| true, visit)
+}
+
+/// As [`logits_at_every_position`], for the positions in `at` only: the
+/// output layer runs on those alone, which for a long prompt and a large
+/// vocabulary is most of the cost saved.
+pub fn logits_at(
+    model: &LoadedModel,
+    tokens: &[i32],
+    at: &[usize],
+    threads: usize,
+    visit: &mut dyn FnMut(usize, &[f32]),
+) -> Result<(), InferError> {
+    if let Some(&bad) = at.iter().find(|&&i| i >= tokens.len()) {
+        return Err(InferError::Decode(format!(
+            "position {bad} is past the {} tokens scored",
+            tokens.len()
+        )));
+    }
+    logits_where(model, tokens, threads, &|i| at.contains(&i), visit)
+}
+
+fn logits_where(
+    model: &LoadedModel,
+    tokens: &[i32],
+    threads: usize,
+    wanted: &dyn Fn(usize) -> bool,
     visit: &mut dyn FnMut(usize, &[f32]),
 ) -> Result<(), InferError> {
     if tokens.is_empty() {
@@ -50,12 +79,12 @@ pub fn logits_at_every_position(
         let base = c * chunk as usize;
         for (j, &t) in part.iter().enumerate() {
             batch
-                .add(LlamaToken(t), (base + j) as i32, &[0], true)
+                .add(LlamaToken(t), (base + j) as i32, &[0], wanted(base + j))
                 .map_err(|e| InferError::Decode(e.to_string()))?;
         }
         ctx.decode(&mut batch)
             .map_err(|e| InferError::Decode(e.to_string()))?;
-        for j in 0..part.len() {
+        for j in (0..part.len()).filter(|&j| wanted(base + j)) {
             visit(base + j, ctx.get_logits_ith(j as i32));
         }
     }

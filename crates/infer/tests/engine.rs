@@ -434,3 +434,35 @@ fn stop_strings_end_the_turn_and_are_trimmed() {
     assert!(stopped.ids.len() < free.ids.len());
     assert!(!stopped.text.ends_with(&stop));
 }
+
+#[test]
+fn logits_at_chosen_positions_are_those_of_the_full_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::load(&synth_model(dir.path(), Arch::Qwen2, 3), config()).unwrap();
+    // Longer than one 512-token chunk, so the positions span two.
+    let tokens: Vec<i32> = (0..700).map(|i| 5 + (i * 7) % 200).collect();
+    let mut every = Vec::new();
+    engine
+        .visit_logits(&tokens, &mut |i, l| every.push((i, l.to_vec())))
+        .unwrap();
+    let at = [0, 3, 511, 512, 699];
+    let mut chosen = Vec::new();
+    engine
+        .visit_logits_at(&tokens, &at, &mut |i, l| chosen.push((i, l.to_vec())))
+        .unwrap();
+    assert_eq!(chosen.iter().map(|c| c.0).collect::<Vec<_>>(), at);
+    for (i, l) in &chosen {
+        let full = &every[*i].1;
+        let worst = l
+            .iter()
+            .zip(full)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "position {i}: differs by {worst}");
+    }
+    let past = engine.visit_logits_at(&tokens, &[700], &mut |_, _| {});
+    assert!(
+        matches!(&past, Err(InferError::Decode(m)) if m.contains("past the 700 tokens")),
+        "{past:?}"
+    );
+}

@@ -111,6 +111,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         }
     }
 

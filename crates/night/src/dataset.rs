@@ -23,6 +23,8 @@ use crate::value::Prediction;
 /// wrote; the attempts of one practice task share one prediction, which
 /// becomes one sequence rewarded by its mean accuracy over them (one copy
 /// per attempt cost a pass each and weighed a task by its attempt count).
+/// A reply the person took back trains as the transcript up to its
+/// question followed by its own recorded tokens.
 pub fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -35,11 +37,26 @@ pub fn sequences(
     let mut answers: HashMap<&[i32], (usize, f32, f32)> = HashMap::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
         let Some(adv) = adv else { continue };
-        let msgs = store.messages(ChannelId(task.channel))?;
+        let mut msgs = store.messages(ChannelId(task.channel))?;
+        if !task.taken_back.is_empty() {
+            // The transcript up to the question, then the reply taken back.
+            let taken = store.retracted_messages(ChannelId(task.channel))?;
+            msgs.truncate(task.first);
+            msgs.extend(
+                taken
+                    .into_iter()
+                    .filter(|m| task.taken_back.contains(&m.id.0)),
+            );
+        }
+        let last = if task.taken_back.is_empty() {
+            task.last
+        } else {
+            msgs.len() - 1
+        };
         let flags = MessageFlags::of(store, ChannelId(task.channel))?;
         let mut span = TokenSpan::default();
         let mut marks = Vec::new();
-        for (i, m) in msgs.iter().enumerate().take(task.last + 1) {
+        for (i, m) in msgs.iter().enumerate().take(last + 1) {
             let mut s = m.tokens.clone();
             if task.checked && !cfg.practice_echo {
                 // No world-model targets in a practice episode.
@@ -221,6 +238,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         };
         let seqs = sequences(
             &store,
@@ -265,6 +283,7 @@ mod tests {
                 judged: None,
                 feedback: None,
                 evidence: Vec::new(),
+                taken_back: Vec::new(),
             }
         };
         let answer = |ids: &[i32], answered| {
@@ -375,6 +394,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         };
         let cfg = NightConfig {
             repeated_call_advantage: -0.7,

@@ -42,6 +42,10 @@ pub fn subtasks(store: &Store) -> Result<HashMap<i64, Vec<SubTaskView>>, StoreEr
     for n in store.nights()? {
         let r = NightReport::from_json_or_empty(&n.report);
         for (i, t) in r.tasks.iter().enumerate() {
+            // A reply taken back is not in the transcript the reviewer shows.
+            if !t.taken_back.is_empty() {
+                continue;
+            }
             let channel_ids = ids.entry(t.channel).or_insert_with(|| {
                 store
                     .messages(ChannelId(t.channel))

@@ -132,6 +132,7 @@ pub fn apply(
                     judged: None,
                     feedback: Some(r.good),
                     evidence: Vec::new(),
+                    taken_back: Vec::new(),
                 });
             }
             None => {}
@@ -177,6 +178,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         }
     }
 

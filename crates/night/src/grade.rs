@@ -9,7 +9,7 @@ use reverie_infer::Engine;
 
 /// Below this probability of a first "1", whether it would have gone on to
 /// "10" hardly moves the mean, so it is not measured.
-const ONE_WORTH_PROBING: f64 = 0.01;
+const ONE_WORTH_PROBING: f64 = 0.05;
 
 /// The expected grade ÷ 10 at each `"reward":` value of a JSON answer, in
 /// the order they appear. `answer` holds the prompt (context) and the
@@ -36,7 +36,9 @@ pub fn expected_grades(engine: &Engine, answer: &TokenSpan) -> Vec<Option<f32>> 
             .map(|&t| f64::from(reverie_infer::log_prob(logits, t)).exp())
             .collect()
     };
-    let read = engine.visit_logits(ids, &mut |i, logits| {
+    let mut wanted: Vec<usize> = at.iter().map(|&k| k - 1).collect();
+    wanted.extend(at.iter().filter(|&&k| ids[k] == digits[1]));
+    let read = engine.visit_logits_at(ids, &wanted, &mut |i, logits| {
         for (j, &k) in at.iter().enumerate() {
             if i + 1 == k {
                 first[j] = Some(probs(logits));
@@ -73,10 +75,8 @@ fn after_one_probe(
     probe.push(one);
     let mut out = None;
     engine
-        .visit_logits(&probe, &mut |i, logits| {
-            if i + 1 == probe.len() {
-                out = Some(probs(logits));
-            }
+        .visit_logits_at(&probe, &[probe.len() - 1], &mut |_, logits| {
+            out = Some(probs(logits))
         })
         .ok()?;
     out

@@ -42,6 +42,8 @@ pub enum TaskKind {
     Tasker,
     /// The person rated the reply that ends it: their 👍/👎 is the reward.
     Rated,
+    /// A reply kept or taken back with ↻: ranked within its group.
+    Preference,
 }
 
 /// A judged sub-task: its message span, length and reward.
@@ -77,6 +79,11 @@ pub struct JudgedTask {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<String>>", optional)]
     pub evidence: Vec<String>,
+    /// A reply the person took back: its messages (ids), which train in
+    /// place of `first..=last`'s after the transcript before `first`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<i32>>", optional)]
+    pub taken_back: Vec<i64>,
 }
 
 /// Model turns of the span `first..=last`, counted from the record: each
@@ -448,6 +455,7 @@ impl<'a> Reading<'a> {
                         judged: None,
                         feedback: None,
                         evidence: evidence.clone(),
+                        taken_back: Vec::new(),
                     },
                 )
             })

@@ -42,6 +42,7 @@ mod grade;
 mod judge;
 pub mod lock;
 mod practice;
+mod preferences;
 pub mod report;
 mod review;
 mod run;

@@ -70,6 +70,7 @@ pub fn episode_tasks(
                 judged: None,
                 feedback: None,
                 evidence: Vec::new(),
+                taken_back: Vec::new(),
             }
         } else {
             JudgedTask {
@@ -90,6 +91,7 @@ pub fn episode_tasks(
                 judged: None,
                 feedback: None,
                 evidence: Vec::new(),
+                taken_back: Vec::new(),
             }
         };
         tasks.push(task);

@@ -59,6 +59,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         }
     }
 

@@ -236,6 +236,12 @@ impl Store {
         self.query_messages("WHERE m.channel_id = ?1 AND m.retracted = 0", [channel.0])
     }
 
+    /// The messages of a channel that a regenerate or an edit took back,
+    /// oldest first, with their tokens: what the person did not keep.
+    pub fn retracted_messages(&self, channel: ChannelId) -> Result<Vec<Message>> {
+        self.query_messages("WHERE m.channel_id = ?1 AND m.retracted = 1", [channel.0])
+    }
+
     /// Messages of every channel created at or after `since_ms`.
     pub fn messages_since(&self, since_ms: i64) -> Result<Vec<Message>> {
         self.query_messages("WHERE m.created_ms >= ?1 AND m.retracted = 0", [since_ms])

@@ -242,6 +242,14 @@ fn retracting_hides_the_tail_of_one_channel_and_keeps_the_rows() {
     assert_eq!(texts, ["m0", "m1"]);
     assert_eq!(s.messages(b).unwrap().len(), 1);
     assert_eq!(s.message_count().unwrap(), 5, "retracted rows stay");
+    let taken_back: Vec<_> = s
+        .retracted_messages(a)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(taken_back, ["m2", "m3"]);
+    assert!(s.retracted_messages(b).unwrap().is_empty());
     let err = s.retract_from(a, other).unwrap_err().to_string();
     assert!(err.contains("message of this channel"), "{err}");
 }

@@ -48,6 +48,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
         }
     }
     apply_feedback(night, &mut tasks, &checked)?;
+    add_regenerations(night, &mut tasks)?;
     if !practised.is_empty() {
         let proposals = practised
             .iter()
@@ -78,6 +79,54 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     }
     night.report.tasks = tasks;
     Ok(Next::Continue)
+}
+
+/// Each question tonight that the person asked again with ↻ becomes a
+/// group: the kept reply (rewarded by their rating if they gave one, else
+/// 1) and every reply taken back (0).
+fn add_regenerations(
+    night: &mut NightRun<'_>,
+    tasks: &mut Vec<JudgedTask>,
+) -> Result<(), NightError> {
+    let store = night.store;
+    let channels: Vec<(i64, usize)> = night
+        .report
+        .channels
+        .iter()
+        .map(|c| (c.channel, c.from))
+        .collect();
+    let mut groups = 0;
+    for (ch, from) in channels {
+        let taken = store.retracted_messages(ChannelId(ch))?;
+        if taken.is_empty() {
+            continue;
+        }
+        let kept = store.messages(ChannelId(ch))?;
+        let rated = store.feedback(ChannelId(ch))?;
+        for r in crate::preferences::regenerations(&kept, &taken) {
+            if r.first < from {
+                continue;
+            }
+            let reply = kept[r.last].id;
+            let reward = rated.iter().find(|f| f.message == reply).map_or(1.0, |f| {
+                if f.good {
+                    1.0
+                } else {
+                    0.0
+                }
+            });
+            tasks.extend(crate::preferences::tasks(ch, &r, &kept, reward));
+            groups += 1;
+        }
+    }
+    if groups > 0 {
+        let s = if groups == 1 { "" } else { "s" };
+        night.note(
+            Stage::Judge,
+            format!("{groups} question{s} asked again with ↻: each kept reply is ranked above the replies taken back"),
+        );
+    }
+    Ok(())
 }
 
 /// The person's ratings set the rewards of the sub-tasks their replies end

@@ -101,6 +101,7 @@ mod tests {
             judged: None,
             feedback: None,
             evidence: Vec::new(),
+            taken_back: Vec::new(),
         };
         let tasks: Vec<JudgedTask> = (0..20)
             .map(|i| match i % 4 {

@@ -172,15 +172,8 @@ impl Agent {
     /// be sent again.
     pub fn take_back_last_question(&self, channel: &str) -> Result<String, AgentError> {
         let c = self.named(channel)?;
-        let msgs = self.store.messages(c.id)?;
-        let last_user = msgs
-            .iter()
-            .rev()
-            .find(|m| m.role == MessageRole::User)
-            .ok_or(AgentError::NothingToAnswerAgain)?;
         self.reopen(channel);
-        self.store.retract_from(c.id, last_user.id)?;
-        Ok(last_user.text.clone())
+        crate::session::take_back_last_question(&self.store, c.id)
     }
 
     /// Edit: takes back the person's `message` and all that followed it

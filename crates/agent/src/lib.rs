@@ -38,7 +38,7 @@ pub use cancel::CancelFlag;
 pub use error::AgentError;
 pub use guard::{StopCause, TurnGuard};
 pub use reverie_core::ChatEvent;
-pub use session::{repeats_an_earlier_call, ChannelSession, TurnOutcome};
+pub use session::{repeats_an_earlier_call, take_back_last_question, ChannelSession, TurnOutcome};
 pub use tool_setup::{ToolSetup, DEFAULT_MAX_TOOL_CALLS};
 
 /// The default system prompt shipped with Reverie.

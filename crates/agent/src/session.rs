@@ -554,3 +554,18 @@ impl<'a> ChannelSession<'a> {
         })
     }
 }
+
+/// Regenerate: takes back the channel's last question and all that
+/// followed it (the rows stay, retracted, for the night to learn from) and
+/// returns the question, to be sent again. A session open on the channel
+/// must be opened again afterwards.
+pub fn take_back_last_question(store: &Store, channel: ChannelId) -> Result<String, AgentError> {
+    let msgs = store.messages(channel)?;
+    let last_user = msgs
+        .iter()
+        .rev()
+        .find(|m| m.role == MessageRole::User)
+        .ok_or(AgentError::NothingToAnswerAgain)?;
+    store.retract_from(channel, last_user.id)?;
+    Ok(last_user.text.clone())
+}

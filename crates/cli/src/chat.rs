@@ -46,6 +46,11 @@ pub struct ChatArgs {
     /// Send one message, print the reply and exit.
     #[arg(long)]
     prompt: Option<String>,
+    /// Take back the channel's last question and its answer and ask it
+    /// again (the window's ↻); the night ranks the new answer above the
+    /// one taken back.
+    #[arg(long, conflicts_with = "prompt")]
+    again: bool,
     /// With --prompt: print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -186,6 +191,13 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
     wait_for_morning(home);
     let store = std::sync::Arc::new(Store::open(home)?);
     let engine = args.engine.load(home, 1)?;
+    let mut args = args;
+    if args.again {
+        let c = store
+            .channel_by_name(&args.channel)?
+            .with_context(|| format!("there is no channel named {:?}", args.channel))?;
+        args.prompt = Some(reverie_agent::take_back_last_question(&store, c.id)?);
+    }
     let params = SamplingParams {
         temperature: args.temperature,
         top_p: args.top_p,

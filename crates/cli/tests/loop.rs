@@ -626,6 +626,24 @@ fn ratings_from_the_cli_are_the_rewards_the_night_trains_with() {
         .as_i64()
         .unwrap();
     ask("and what is 2 + 2?");
+    // ↻ from the command line: the same question again, the old answer
+    // taken back.
+    let again = last_json(&reverie(
+        home,
+        &[
+            "chat",
+            "--no-tools",
+            "--channel",
+            "work",
+            "--again",
+            "--seed",
+            "7",
+            "--max-tokens",
+            "6",
+            "--json",
+        ],
+    ));
+    assert!(again["reply_message"].as_i64().is_some(), "{again}");
 
     // `/bad` in the interactive chat rates the reply just given.
     let mut chat = command(home)
@@ -692,4 +710,14 @@ fn ratings_from_the_cli_are_the_rewards_the_night_trains_with() {
         );
     }
     assert_eq!(report["judge_agreement"]["rated"], 2, "{report}");
+    let preferred: Vec<f64> = tasks
+        .iter()
+        .filter(|t| t["kind"] == "preference")
+        .map(|t| t["reward"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        preferred,
+        [1.0, 0.0],
+        "the answer kept, then the one taken back: {report}"
+    );
 }

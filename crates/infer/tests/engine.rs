@@ -438,7 +438,7 @@ fn stop_strings_end_the_turn_and_are_trimmed() {
 #[test]
 fn logits_at_chosen_positions_are_those_of_the_full_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::load(&synth_model(dir.path(), Arch::Qwen2, 3), config()).unwrap();
+    let engine = Engine::load(synth_model(dir.path(), Arch::Qwen2, 3), config()).unwrap();
     // Longer than one 512-token chunk, so the positions span two.
     let tokens: Vec<i32> = (0..700).map(|i| 5 + (i * 7) % 200).collect();
     let mut every = Vec::new();

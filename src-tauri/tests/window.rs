@@ -212,19 +212,21 @@ fn the_real_window_chats_with_a_tiny_model_and_exits_cleanly() {
                 .iter()
                 .any(|b| d.text(b) == "Stop")
     });
-    // 👎 on the reply: stored for the night, shown as chosen.
-    let bad = d.one("[data-testid=rating] button[aria-label='Bad reply']");
-    d.call("POST", &format!("/element/{bad}/click"), Some(json!({})));
-    d.wait_for("the rating to show as chosen", 30, |d| {
-        !d.find_all("[data-testid=rating] button[aria-pressed=true]")
-            .is_empty()
-    });
     let shot = d.call("GET", "/screenshot", None);
     let png = base64_decode(shot.as_str().unwrap());
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/tests/screenshots");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("desktop-smoke.png"), &png).unwrap();
+
+    // 👎 on the reply: stored for the night, shown as chosen. (After the
+    // screenshot: WebKitWebDriver's screenshot hangs after a click.)
+    let bad = d.one("[data-testid=rating] button[aria-label='Bad reply']");
+    d.call("POST", &format!("/element/{bad}/click"), Some(json!({})));
+    d.wait_for("the rating to show as chosen", 30, |d| {
+        !d.find_all("[data-testid=rating] button[aria-pressed=true]")
+            .is_empty()
+    });
 
     // Close the window: the app must exit by itself.
     d.call("DELETE", "", None);

@@ -126,6 +126,8 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         let toolbox = open_toolbox(&bench, &store, &name, None)?;
         let workspace = toolbox.workspace().root().to_path_buf();
         let mut setup = ToolSetup::new(toolbox);
+        // As in practice and eval: eight calls, 512 tokens a reply.
+        setup.max_calls = 8;
         if !a.all_tools {
             setup.allowed = Some(family.tools().iter().map(|t| t.to_string()).collect());
         }
@@ -139,6 +141,7 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         };
         let params = SamplingParams {
             seed: a.seed as u32 ^ i as u32,
+            max_tokens: 512,
             ..SamplingParams::default()
         };
         let outcome = session.send(

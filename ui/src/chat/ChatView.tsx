@@ -24,7 +24,6 @@ function Rating({ id, rating, onRate }: { id: number; rating: boolean | null; on
       className={`link rate ${rating === good ? "chosen" : ""}`}
       aria-label={label}
       aria-pressed={rating === good}
-      title={`${label} (the next night learns from it; click again to take it back)`}
       onClick={() => onRate(id, rating === good ? null : good)}
     >
       {icon}

@@ -80,6 +80,20 @@ pub enum BenchCommand {
     },
 }
 
+/// A fresh data folder `bench/KIND-SECONDS` under `home` whose active
+/// model is `base` (the model given, or `home`'s active one), so a
+/// benchmark never touches the person's own days.
+pub fn fresh_home(home: &Home, kind: &str, base: Option<&Path>) -> anyhow::Result<Home> {
+    let base = reverie_models::active::resolve(home, base)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let bench = Home::new(home.root().join("bench").join(format!("{kind}-{stamp}")));
+    std::fs::create_dir_all(bench.root())?;
+    reverie_models::active::set_active(&bench, &base)?;
+    Ok(bench)
+}
+
 #[derive(Serialize, Default)]
 struct Speeds {
     prompt_tokens_per_s: f64,

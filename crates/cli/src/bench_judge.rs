@@ -4,8 +4,8 @@
 //! the agent answers with the family's tools (all of them with
 //! `--all-tools`); each answer is checked by the
 //! family's program, which only this benchmark runs. The judge then grades
-//! the channels as a night would, with and without the calculator's checks,
-//! and each grade is read two ways: the digit the judge wrote and the
+//! the channels as a night would (also without the calculator's checks,
+//! with `--plain`), and each grade is read two ways: the digit the judge wrote and the
 //! expected grade under its logits (what the night uses). Reported per
 //! way: coverage, accuracy, Cohen's κ and recall on failures against the
 //! hidden checks.
@@ -45,6 +45,10 @@ pub struct JudgeArgs {
     /// call, which leaves the judge nothing but failures to grade).
     #[arg(long)]
     all_tools: bool,
+    /// Also judge without the calculator's checks, to compare (twice the
+    /// judging time).
+    #[arg(long)]
+    plain: bool,
     #[arg(long)]
     json: bool,
 }
@@ -91,8 +95,9 @@ struct Report {
     /// Calculator checks shown, reward = expected grade (what nights use).
     checks_expected: Agreement,
     checks_written: Agreement,
-    plain_expected: Agreement,
-    plain_written: Agreement,
+    /// Without the checks (with `--plain` only).
+    plain_expected: Option<Agreement>,
+    plain_written: Option<Agreement>,
     answer_seconds: f64,
     judge_seconds: f64,
     home: String,
@@ -100,13 +105,7 @@ struct Report {
 
 pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.tasks > 0, "ask for at least one task (--tasks 1 or more)");
-    let base = reverie_models::active::resolve(home, a.engine.model.as_deref())?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
-    let bench = Home::new(home.root().join("bench").join(format!("judge-{stamp}")));
-    std::fs::create_dir_all(bench.root())?;
-    reverie_models::active::set_active(&bench, &base)?;
+    let bench = crate::bench::fresh_home(home, "judge", a.engine.model.as_deref())?;
     let store = Arc::new(Store::open(&bench)?);
     let engine = a.engine.load(&bench, 1)?;
     let cancel = CancelFlag::default();
@@ -193,7 +192,8 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .enumerate()
         {
-            for (way, checks) in [true, false].into_iter().enumerate() {
+            let ways: &[bool] = if a.plain { &[true, false] } else { &[true] };
+            for (way, &checks) in ways.iter().enumerate() {
                 eprintln!(
                     "judging channel {}/{} window {} ({})",
                     c + 1,
@@ -233,8 +233,8 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         per_family,
         checks_expected: agree(&rewards[0]),
         checks_written: agree(&rewards[1]),
-        plain_expected: agree(&rewards[2]),
-        plain_written: agree(&rewards[3]),
+        plain_expected: a.plain.then(|| agree(&rewards[2])),
+        plain_written: a.plain.then(|| agree(&rewards[3])),
         answer_seconds,
         judge_seconds,
         home: bench.root().display().to_string(),
@@ -246,12 +246,16 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             "{} tasks, {} passed their hidden checks",
             report.tasks, report.passed
         );
-        for (name, ag) in [
-            ("checks + expected grade (nights)", &report.checks_expected),
-            ("checks + written digit", &report.checks_written),
-            ("no checks + expected grade", &report.plain_expected),
-            ("no checks + written digit", &report.plain_written),
-        ] {
+        let ways = [
+            (
+                "checks + expected grade (nights)",
+                Some(&report.checks_expected),
+            ),
+            ("checks + written digit", Some(&report.checks_written)),
+            ("no checks + expected grade", report.plain_expected.as_ref()),
+            ("no checks + written digit", report.plain_written.as_ref()),
+        ];
+        for (name, ag) in ways.into_iter().filter_map(|(n, a)| Some((n, a?))) {
             println!(
                 "{name:34} covered {:3}  accuracy {:5.1}%  κ {:5.2}  failures caught {:5.1}%",
                 ag.covered,

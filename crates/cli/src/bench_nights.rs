@@ -67,13 +67,8 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         !family.held_out(),
         "pick a family to train on; units is held out"
     );
-    let base = reverie_models::active::resolve(home, a.model.as_deref())?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
-    let bench = Home::new(home.root().join("bench").join(format!("nights-{stamp}")));
-    std::fs::create_dir_all(bench.root())?;
-    reverie_models::active::set_active(&bench, &base)?;
+    let bench = crate::bench::fresh_home(home, "nights", a.model.as_deref())?;
+    let base = reverie_models::active::resolve(&bench, None)?;
     share_embedder(home, &bench)?;
     // Progress goes to stderr, so `--json` keeps stdout to the report.
     let say = |s: String| eprintln!("{s}");

@@ -224,10 +224,10 @@ fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
             "properties": {
                 "description": {"type": "string", "minLength": 3, "maxLength": 160},
                 "first": idx, "last": idx,
-                "reason": {"type": "string", "maxLength": 160},
-                "reward": {"type": "integer", "minimum": 0, "maximum": 10}
+                "reward": {"type": "integer", "minimum": 0, "maximum": 10},
+                "reason": {"type": "string", "maxLength": 160}
             },
-            "required": ["description", "first", "last", "reason", "reward"],
+            "required": ["description", "first", "last", "reward", "reason"],
             "additionalProperties": false
         }}},
         "required": ["subtasks"],

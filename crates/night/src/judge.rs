@@ -213,8 +213,9 @@ fn schema(lo: usize, hi: usize, offer: Option<Offer>) -> serde_json::Value {
     serde_json::json!({ "anyOf": any })
 }
 
-/// Sub-tasks whose answers end in `lo..=hi`; the reason comes before the
-/// reward, so the grade follows from what the judge wrote.
+/// Sub-tasks whose answers end in `lo..=hi`. The grade comes before the
+/// reason: with the reason first, the default model wrote praise and then
+/// graded failures higher (`reverie bench judge`).
 fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
     let idx = serde_json::json!({"type": "integer", "minimum": lo, "maximum": hi});
     serde_json::json!({

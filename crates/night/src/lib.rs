@@ -8,16 +8,17 @@
 //! **collect** the messages since the last night; **judge** them in
 //! windows of ten messages with the deployed model as reward model
 //! (grammar-constrained JSON, retried, skipped with a logged reason when
-//! still invalid; practice episodes bring their checks' verdicts, and the
-//! reviewer's marks apply); **predict** each sub-task's reward and turns
+//! still invalid; practice episodes bring their checks' verdicts, the
+//! person's 👍/👎 and ↻ outrank the judge, and the reviewer's marks
+//! apply); **predict** each sub-task's reward and turns
 //! with the same model as value model, from the description and similar
 //! sub-tasks of *earlier* nights only; **understand** a sampled share of
 //! the judged sub-tasks; compute **advantages**; **train** a LoRA with
 //! OAPL + ECHO on the recorded tokens (`dataset` builds the sequences and
 //! the per-token marks the reviewer shows); **export** a merged q8_0 GGUF;
 //! **verify** that llama.cpp loads it, that its perplexity on a fixed text
-//! has not regressed and that practised and held-out families did not
-//! drop; **deploy** it as the active checkpoint (the previous ones stay
+//! has not regressed and that no practised or held-out family lost more
+//! of its fixed tasks than it gained; **deploy** it as the active checkpoint (the previous ones stay
 //! for rollback). Progress streams as [`NightEvent`]s; one [`CancelFlag`]
 //! stops any stage within seconds. [`NightConfig::load`] reads the
 //! user's `night.json` for both shells, and [`Schedule`] decides when a

@@ -2,10 +2,26 @@ import { useCallback, useEffect, useState } from "react";
 import { LineChart } from "../charts";
 import { clock, duration, percent } from "../format";
 import { api, errorText } from "../ipc";
-import type { CheckpointView, FamilyCheck, SleepEstimate, SleepEvent } from "../types";
+import type { CheckpointView, FamilyCheck, NightReport, SleepEstimate, SleepEvent } from "../types";
 import { applySleepEvent, fractionDone, idle, startProgress, STAGES, type SleepProgress } from "./sleepStore";
 import { MoonIcon } from "../icons";
 import { Schedule } from "./Schedule";
+import { judgeAgreement } from "../review/nightStats";
+
+/** The morning summary's line on the judge against the person's ratings. */
+function JudgeRow({ report }: { report: NightReport }) {
+  const judge = judgeAgreement(report);
+  if (!judge) return null;
+  return (
+    <tr data-testid="judge-agreement-summary" className={judge.doubtful ? "judge-doubt" : ""}>
+      <th>your ratings</th>
+      <td>
+        {judge.doubtful ? "⚠ " : ""}
+        {judge.text}
+      </td>
+    </tr>
+  );
+}
 
 export function SleepView({ onAwake }: { onAwake: () => void }) {
   const [progress, setProgress] = useState<SleepProgress>(idle);
@@ -146,6 +162,7 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
                   <tr><th>sub-tasks judged</th><td>{o.report.summary?.tasks ?? 0}</td></tr>
                   <tr><th>mean reward</th><td>{percent(o.report.summary?.mean_reward)}</td></tr>
                   <tr><th>mean predicted</th><td>{percent(o.report.summary?.mean_predicted)}</td></tr>
+                  <JudgeRow report={o.report} />
                   <tr><th>training steps</th><td>{o.report.train?.steps ?? 0}</td></tr>
                   <tr>
                     <th>perplexity on the sanity text</th>

@@ -148,6 +148,7 @@
       kind: "finished", night: 3, deployed: "/ckpt/night-3/model-q8_0.gguf", kept_reason: null,
       report: {
         summary: { tasks: 5, mean_reward: 0.8, mean_predicted: 0.7, mean_abs_prediction_error: 0.1 },
+        judge_agreement: { rated: 4, compared: 4, agreed: 3, missed_failures: 1 },
         train: { steps: 8, tokens: 5000, losses: [] },
         practice: ["practised arithmetic at level 2: 6 of 16 attempts passed"],
         verify: {

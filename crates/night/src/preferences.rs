@@ -9,13 +9,21 @@ use reverie_core::{Message, MessageId, MessageRole};
 use crate::judge::{counted_turns, JudgedTask, TaskKind};
 
 /// One question asked again: the kept turn, as indices into the channel's
-/// transcript, and the messages of every turn taken back before it.
+/// transcript, and every turn taken back before it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regeneration {
     pub first: usize,
     pub last: usize,
     pub question: String,
-    pub taken_back: Vec<Vec<MessageId>>,
+    pub taken_back: Vec<TakenBack>,
+}
+
+/// A turn taken back: its messages and its model turns, counted from the
+/// record as for any sub-task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TakenBack {
+    pub messages: Vec<MessageId>,
+    pub turns: u32,
 }
 
 /// A turn: its messages from the person's one on, and whether it was taken
@@ -51,7 +59,7 @@ pub fn regenerations(kept: &[Message], taken: &[Message]) -> Vec<Regeneration> {
     }
     let index = |id: MessageId| kept.iter().position(|m| m.id == id);
     let mut out: Vec<Regeneration> = Vec::new();
-    let mut pending: Vec<Vec<MessageId>> = Vec::new();
+    let mut pending: Vec<TakenBack> = Vec::new();
     for (k, t) in turns.iter().enumerate() {
         let question = t.messages[0].text.trim();
         let asked_again = turns
@@ -59,7 +67,11 @@ pub fn regenerations(kept: &[Message], taken: &[Message]) -> Vec<Regeneration> {
             .is_some_and(|n| n.messages[0].text.trim() == question);
         if t.retracted {
             if asked_again && t.messages.len() > 1 {
-                pending.push(t.messages.iter().map(|m| m.id).collect());
+                let roles = t.messages.iter().enumerate().map(|(i, m)| (i, m.role));
+                pending.push(TakenBack {
+                    messages: t.messages.iter().map(|m| m.id).collect(),
+                    turns: counted_turns(roles, 0, t.messages.len() - 1),
+                });
             } else if !asked_again {
                 pending.clear();
             }
@@ -117,10 +129,9 @@ pub fn tasks(
         counted_turns(roles, r.first, r.last),
         "the reply kept after ↻",
     )];
-    for ids in &r.taken_back {
-        let turns = ids.len().saturating_sub(1).div_ceil(2).max(1) as u32;
-        let ids = ids.iter().map(|m| m.0).collect();
-        out.push(task(0.0, ids, turns, "a reply taken back with ↻"));
+    for t in &r.taken_back {
+        let ids = t.messages.iter().map(|m| m.0).collect();
+        out.push(task(0.0, ids, t.turns, "a reply taken back with ↻"));
     }
     out
 }
@@ -167,7 +178,10 @@ mod tests {
                 first: 1,
                 last: 4,
                 question: "17 * 3?".into(),
-                taken_back: vec![vec![MessageId(2), MessageId(3)]],
+                taken_back: vec![TakenBack {
+                    messages: vec![MessageId(2), MessageId(3)],
+                    turns: 1,
+                }],
             }],
             "8–9 were never asked again: no group"
         );
@@ -199,11 +213,12 @@ mod tests {
         ];
         let got = regenerations(&kept, &taken);
         assert_eq!(got.len(), 1, "{got:?}");
+        let taken_back: Vec<_> = got[0].taken_back.iter().map(|t| &t.messages).collect();
         assert_eq!(
-            got[0].taken_back,
-            vec![
-                vec![MessageId(1), MessageId(2)],
-                vec![MessageId(3), MessageId(4)]
+            taken_back,
+            [
+                &vec![MessageId(1), MessageId(2)],
+                &vec![MessageId(3), MessageId(4)]
             ]
         );
         assert_eq!((got[0].first, got[0].last), (0, 1));

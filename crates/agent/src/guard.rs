@@ -13,6 +13,13 @@ const MAX_REPEATED_FAILURES: usize = 3;
 /// that varies a broken call slightly is not getting anywhere either.
 const MAX_FAILURES_IN_A_ROW: usize = 5;
 
+/// Ends every successful tool result. Small models read a result as a cue
+/// to call again (the default model restated each answer as one more
+/// calculator call until the harness stopped the turn: 10 of 10 arithmetic
+/// evals); told that a result may be the answer, they answer (0 of 10).
+pub(crate) const RESULT_HINT: &str =
+    "If this answers the question, reply to the user in words now.";
+
 /// Added to the result of a call the turn already made with the same
 /// arguments and result, so a small model that repeats itself is told to
 /// use what it has.

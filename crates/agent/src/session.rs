@@ -4,13 +4,14 @@ use reverie_core::{
     ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenRole, TokenSpan,
 };
 use reverie_infer::{
-    ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, Transcript,
+    ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, ToolCalling,
+    ToolChoice, Transcript,
 };
 use reverie_store::Store;
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{TurnGuard, REPEAT_HINT};
+use crate::guard::{TurnGuard, REPEAT_HINT, RESULT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -46,6 +47,8 @@ pub struct TurnOutcome {
 struct Reply {
     message: MessageId,
     text: String,
+    /// How the model's own format reads its calls, where it has one.
+    calling: Option<ToolCalling>,
     /// Why it ended.
     reason: StopReason,
     usage: reverie_infer::Usage,
@@ -61,6 +64,8 @@ pub struct ChannelSession<'a> {
     system_prompt: String,
     transcript: Transcript,
     tools: Option<ToolSetup>,
+    /// Definitions of the tools this conversation was told about.
+    offered: Vec<serde_json::Value>,
     constraint: Option<Constraint>,
 }
 
@@ -91,6 +96,7 @@ impl<'a> ChannelSession<'a> {
             system_prompt,
             transcript,
             tools: None,
+            offered: Vec::new(),
             constraint: None,
         })
     }
@@ -98,8 +104,33 @@ impl<'a> ChannelSession<'a> {
     /// Gives the agent its tools: their definitions join the system prompt
     /// (of a new conversation) and calls in replies are run.
     pub fn with_tools(mut self, tools: ToolSetup) -> Self {
+        // A conversation already under way was told of them all, as far as
+        // anyone now knows.
+        self.offered = tools.definitions();
         self.tools = Some(tools);
+        self.give_transcript_its_tools();
         self
+    }
+
+    /// Where the model's own template describes tools, the transcript
+    /// carries the offered definitions and the template renders them.
+    fn give_transcript_its_tools(&mut self) {
+        if self.tools.is_some() && self.engine.renders_tools() {
+            self.transcript.tools = self.offered.clone();
+        }
+    }
+
+    /// Tells the conversation of one more tool.
+    fn offer(&mut self, name: &str) {
+        let Some(tools) = &self.tools else { return };
+        let known = |d: &serde_json::Value| d["function"]["name"] == name;
+        if self.offered.iter().any(known) {
+            return;
+        }
+        if let Some(d) = tools.definitions().into_iter().find(known) {
+            self.offered.push(d);
+            self.give_transcript_its_tools();
+        }
     }
 
     pub fn tools(&self) -> Option<&ToolSetup> {
@@ -114,11 +145,12 @@ impl<'a> ChannelSession<'a> {
 
     /// The system prompt a new conversation starts with: the base prompt,
     /// and with tools the standing instruction, the agent's own section and
-    /// the tool definitions.
+    /// (where the template does not render them itself) the definitions of
+    /// the offered tools.
     pub fn full_system_prompt(&self) -> Result<String, AgentError> {
-        let Some(tools) = &self.tools else {
+        if self.tools.is_none() {
             return Ok(self.system_prompt.clone());
-        };
+        }
         let mut prompt = format!(
             "{}
 
@@ -132,9 +164,11 @@ impl<'a> ChannelSession<'a> {
                 "\n\n# Your own notes (edit them with update_sys)\n{section}"
             ));
         }
-        Ok(self
-            .engine
-            .system_prompt_with_tools(&prompt, &tools.definitions()))
+        if self.engine.renders_tools() {
+            // The template adds the definitions itself.
+            return Ok(prompt);
+        }
+        Ok(self.engine.system_prompt_with_tools(&prompt, &self.offered))
     }
 
     /// Replaces the unfinished-turn detector.
@@ -164,6 +198,10 @@ impl<'a> ChannelSession<'a> {
         let ch = self.channel;
         cancel.reset();
         if self.transcript.messages.is_empty() {
+            if let Some(tools) = &self.tools {
+                self.offered = tools.select(text);
+                self.give_transcript_its_tools();
+            }
             let system = self.full_system_prompt()?;
             if !system.is_empty() {
                 let sys = ChatMessage::new(MessageRole::System, system.clone());
@@ -182,6 +220,7 @@ impl<'a> ChannelSession<'a> {
             let (messages, tokens) =
                 crate::reasoning::visible_history(self.engine, &self.store.messages(ch)?);
             self.transcript = self.engine.restore_transcript(messages, tokens);
+            self.give_transcript_its_tools();
         }
         let mut t = self.transcript.clone();
         let span = self
@@ -201,9 +240,12 @@ impl<'a> ChannelSession<'a> {
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
             sampled += last.sampled;
-            let calls = match &self.tools {
-                Some(t) => t.format.parse(&last.text),
-                None => Vec::new(),
+            let calls = match (&self.tools, &last.calling) {
+                (Some(_), Some(calling)) => {
+                    crate::toolcall::calls_in_reply(&calling.parser, &last.text)
+                }
+                (Some(t), None) => t.format.parse(&last.text),
+                (None, _) => Vec::new(),
             };
             if calls.is_empty() {
                 break;
@@ -327,6 +369,7 @@ impl<'a> ChannelSession<'a> {
             .as_ref()
             .expect("calls are parsed only with tools");
         let mut results = Vec::with_capacity(calls.len());
+        let mut offer_later = Vec::new();
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
             let (name, arguments) = match &call {
@@ -366,6 +409,7 @@ impl<'a> ChannelSession<'a> {
                         ),
                     ),
                     ParsedCall::Call { name, arguments } => {
+                        offer_later.push(name.clone());
                         let stop = tools.toolbox.stop_handle();
                         cancel.arm(Box::new(move || {
                             stop.store(true, std::sync::atomic::Ordering::SeqCst)
@@ -382,7 +426,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                (true, out.text)
+                                (true, format!("{}\n\n{RESULT_HINT}", out.text))
                             }
                             Err(e) => (false, format!("error: {e}")),
                         }
@@ -409,6 +453,9 @@ impl<'a> ChannelSession<'a> {
                 ok,
                 text,
             });
+        }
+        for name in offer_later {
+            self.offer(&name);
         }
         Ok(results)
     }
@@ -486,8 +533,14 @@ impl<'a> ChannelSession<'a> {
     ) -> Result<Reply, AgentError> {
         let ch = self.channel;
         let mut req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
+        let calling = self.tool_calling()?;
         if let Some(c) = &self.constraint {
             req = req.with_constraint(c.clone());
+        } else if let Some(c) = calling.as_ref().and_then(|c| c.constraint.clone()) {
+            req = req.with_constraint(c);
+        }
+        if let Some(c) = &calling {
+            req.stop.extend(c.stops.iter().cloned());
         }
         let mut generation = match self.engine.generate(req) {
             Ok(g) => g,
@@ -548,10 +601,32 @@ impl<'a> ChannelSession<'a> {
         Ok(Reply {
             message: reply_message,
             text: reply,
+            calling,
             reason: finish.0,
             usage: finish.1,
             sampled: completion.ids.len(),
         })
+    }
+}
+
+impl ChannelSession<'_> {
+    /// The model's own tool-call format for the next reply: `None` without
+    /// tools or where the template does not describe tools (then Hermes
+    /// calls are read by hand, unconstrained).
+    fn tool_calling(&self) -> Result<Option<ToolCalling>, AgentError> {
+        if self.tools.is_none() || self.transcript.tools.is_empty() {
+            return Ok(None);
+        }
+        let callable = self
+            .tools
+            .as_ref()
+            .map(ToolSetup::definitions)
+            .unwrap_or_default();
+        Ok(Some(self.engine.tool_calling(
+            &self.transcript,
+            &callable,
+            ToolChoice::Auto,
+        )?))
     }
 }
 

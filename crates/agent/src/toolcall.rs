@@ -66,7 +66,9 @@ fn bare_call(reply: &str) -> Option<ParsedCall> {
         .strip_prefix("```json")
         .or_else(|| body.strip_prefix("```"))
     {
-        body = inner.strip_suffix("```")?.trim();
+        // A call held to the grammar ends at its last brace, before the
+        // fence could close.
+        body = inner.strip_suffix("```").unwrap_or(inner).trim();
     }
     if !body.starts_with('{') {
         return None;
@@ -108,6 +110,40 @@ fn close_braces(body: &str) -> Option<String> {
     }
     (!in_string && (1..=2).contains(&depth))
         .then(|| format!("{body}{}", "}".repeat(depth as usize)))
+}
+
+/// The calls in `reply` as the model's own format's parser reads them. A
+/// reply that is nothing but a bare call object counts as one call; a reply
+/// the parser cannot read (cut off mid-call) is read as Hermes.
+pub fn calls_in_reply(parser: &reverie_infer::ReplyParser, reply: &str) -> Vec<ParsedCall> {
+    let parsed = match parser.parse(reply, false) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!("reply not in the model's format ({e}); reading it as Hermes");
+            return Hermes.parse(reply);
+        }
+    };
+    if parsed.tool_calls.is_empty() {
+        return bare_call(&parsed.content).into_iter().collect();
+    }
+    parsed
+        .tool_calls
+        .into_iter()
+        .map(|c| match serde_json::from_str::<Value>(&c.arguments) {
+            Ok(Value::Object(m)) => ParsedCall::Call {
+                name: c.name,
+                arguments: Value::Object(m),
+            },
+            _ if c.arguments.trim().is_empty() => ParsedCall::Call {
+                name: c.name,
+                arguments: Value::Object(Default::default()),
+            },
+            _ => ParsedCall::Malformed {
+                raw: c.arguments,
+                error: "\"arguments\" must be a JSON object".into(),
+            },
+        })
+        .collect()
 }
 
 fn parse_body(body: &str) -> ParsedCall {

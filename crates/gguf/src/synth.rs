@@ -59,6 +59,8 @@ pub struct SynthConfig {
     pub seed: u64,
     /// Standard deviation of the random projection weights.
     pub init_scale: f32,
+    /// The Jinja chat template it carries (ChatML by default).
+    pub chat_template: String,
 }
 
 impl SynthConfig {
@@ -75,6 +77,7 @@ impl SynthConfig {
             n_ctx: 4096,
             seed: 7,
             init_scale: 0.08,
+            chat_template: CHATML_TEMPLATE.to_string(),
         }
     }
 }
@@ -249,7 +252,7 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
         ("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)),
         (
             "tokenizer.chat_template".into(),
-            Value::String(CHATML_TEMPLATE.into()),
+            Value::String(c.chat_template.clone()),
         ),
     ]);
     m

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use reverie_core::{ChannelId, SamplingParams, StopReason, TokenRole, TokenSpan};
 use serde::Serialize;
 
+use crate::chat_format::{ChatParams, ChatRequest, TemplateCaps};
 use crate::config::EngineConfig;
 use crate::error::InferError;
 use crate::model::{LoadedModel, ModelInfo};
@@ -336,7 +337,7 @@ impl Engine {
         messages: &[ChatMessage],
     ) -> Result<TokenSpan, InferError> {
         let model = self.shared.model();
-        prompt::extend(&model.llama, transcript, messages, true)
+        prompt::extend(&model, transcript, messages, true)
     }
 
     /// Rebuilds a transcript from stored messages and the exact tokens they
@@ -349,6 +350,36 @@ impl Engine {
             usize::from(vocab.should_add_bos() && tokens.ids.first() == Some(&vocab.bos().0));
         let rendered = self.detokenize(&tokens.ids[skip..], true);
         Transcript::restore(messages, tokens, rendered)
+    }
+
+    /// Renders `req` through the model's own Jinja template with llama.cpp's
+    /// chat layer: the prompt, the tool-call grammar and its triggers, and
+    /// the reply's parser. Fails when llama.cpp cannot read the template.
+    pub fn chat_params(&self, req: &ChatRequest) -> Result<ChatParams, InferError> {
+        let model = self.shared.model();
+        let chat = model
+            .chat
+            .as_ref()
+            .map_err(|why| InferError::Template(why.clone()))?;
+        chat.apply(req)
+    }
+
+    /// What the model's template supports, or why llama.cpp cannot read it.
+    pub fn chat_caps(&self) -> Result<TemplateCaps, InferError> {
+        let model = self.shared.model();
+        let chat = model
+            .chat
+            .as_ref()
+            .map_err(|why| InferError::Template(why.clone()))?;
+        chat.caps()
+    }
+
+    /// Whether the model's own template describes tools (llama.cpp's chat
+    /// layer reads it and it renders a `tools` list): then a transcript
+    /// carries its tools and calls are constrained and parsed in the model's
+    /// own format. Otherwise tools go in the system prompt, Hermes style.
+    pub fn renders_tools(&self) -> bool {
+        self.chat_caps().is_ok_and(|c| c.supports_tools)
     }
 
     /// `system` with the tool definitions appended in the form the model's
@@ -367,7 +398,7 @@ impl Engine {
         add_generation_prompt: bool,
     ) -> Result<String, InferError> {
         let model = self.shared.model();
-        prompt::render_chat(&model.llama, messages, add_generation_prompt)
+        prompt::render_chat(&model, messages, &[], add_generation_prompt)
     }
 
     /// Appends messages without asking for a reply (e.g. a system prompt).
@@ -377,7 +408,7 @@ impl Engine {
         messages: &[ChatMessage],
     ) -> Result<TokenSpan, InferError> {
         let model = self.shared.model();
-        prompt::extend(&model.llama, transcript, messages, false)
+        prompt::extend(&model, transcript, messages, false)
     }
 
     /// Appends a finished reply (its exact tokens) to a transcript.

@@ -31,6 +31,7 @@
 //! ```
 
 mod backend;
+mod chat_format;
 mod config;
 mod engine;
 mod error;
@@ -39,10 +40,15 @@ mod prompt;
 mod sampler;
 mod scheduler;
 mod score;
+mod tool_calls;
 mod tools;
 mod utf8;
 mod worker;
 
+pub use chat_format::{
+    ChatParams, ChatRequest, ChatTemplates, FunctionCall, ParsedReply, ReplyParser, TemplateCaps,
+    ToolChoice,
+};
 pub use config::EngineConfig;
 pub use engine::{Completion, Engine, GenEvent, GenerateRequest, Generation, Usage};
 pub use error::InferError;
@@ -50,6 +56,7 @@ pub use model::ModelInfo;
 pub use prompt::{ChatMessage, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
+pub use tool_calls::ToolCalling;
 pub use tools::python_json;
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.

@@ -8,6 +8,7 @@ use reverie_gguf::GgufFile;
 use serde::Serialize;
 
 use crate::backend;
+use crate::chat_format::ChatTemplates;
 use crate::error::InferError;
 
 /// Architectures this llama.cpp build is known to run. Others may work, but
@@ -50,6 +51,9 @@ pub struct LoadedModel {
     pub info: ModelInfo,
     /// A LoRA adapter applied to every context of this model.
     pub adapter: Option<std::sync::Mutex<LlamaLoraAdapter>>,
+    /// The model's Jinja chat template as llama.cpp's chat layer reads it,
+    /// or why it cannot (the built-in renderer is used then).
+    pub chat: Result<ChatTemplates, String>,
 }
 
 impl LoadedModel {
@@ -103,10 +107,18 @@ impl LoadedModel {
                 Some(std::sync::Mutex::new(lora))
             }
         };
+        let chat = chat_templates(&llama);
+        if let Err(why) = &chat {
+            tracing::info!(
+                "{}: {why}; using the built-in chat renderer",
+                path.display()
+            );
+        }
         Ok(LoadedModel {
             llama,
             info,
             adapter,
+            chat,
         })
     }
 }
@@ -124,4 +136,21 @@ impl LoadedModel {
         }
         Ok(())
     }
+}
+
+/// The model's chat template for llama.cpp's chat layer: the tool-use
+/// variant when the model has one (it is the one that renders tools).
+fn chat_templates(llama: &LlamaModel) -> Result<ChatTemplates, String> {
+    let src = llama
+        .meta_val_str("tokenizer.chat_template.tool_use")
+        .or_else(|_| llama.meta_val_str("tokenizer.chat_template"))
+        .map_err(|_| "the model has no chat template".to_string())?;
+    let vocab = llama.vocab();
+    let text = |t: llama_cpp_2::token::LlamaToken| {
+        if t.0 < 0 {
+            return String::new();
+        }
+        String::from_utf8_lossy(&vocab.detokenize(&[t], false, true)).into_owned()
+    };
+    ChatTemplates::new(&src, &text(vocab.bos()), &text(vocab.eos())).map_err(|e| e.to_string())
 }

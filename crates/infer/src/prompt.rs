@@ -4,8 +4,11 @@
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use reverie_core::{MessageRole, TokenRole, TokenSpan};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::chat_format::ChatRequest;
 use crate::error::InferError;
+use crate::model::LoadedModel;
 
 /// A message as the chat template sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +24,13 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+
+    /// The message in OpenAI's shape, as llama.cpp's chat layer reads it.
+    /// A reply keeps its own text (calls included) so that the template
+    /// renders exactly what was sampled.
+    pub fn to_openai(&self) -> Value {
+        serde_json::json!({"role": self.role.as_str(), "content": self.content})
+    }
 }
 
 /// One channel's conversation exactly as the model saw it: the messages, the
@@ -31,6 +41,9 @@ impl ChatMessage {
 pub struct Transcript {
     pub messages: Vec<ChatMessage>,
     pub tokens: TokenSpan,
+    /// Tool definitions (OpenAI's shape) the template renders with the
+    /// messages, where the model's own template describes tools.
+    pub tools: Vec<Value>,
     rendered: String,
 }
 
@@ -45,6 +58,7 @@ impl Transcript {
         Transcript {
             messages,
             tokens,
+            tools: Vec::new(),
             rendered,
         }
     }
@@ -92,21 +106,44 @@ fn wraps_tool_results(model: &LlamaModel) -> bool {
         .is_ok_and(|t| t.contains("<tool_response>"))
 }
 
-/// The template text of `messages`, as llama.cpp renders it for this model.
+/// The template text of `messages` (with `tools`, where the template
+/// renders them), as llama.cpp renders it for this model.
 pub fn render_chat(
-    model: &LlamaModel,
+    model: &LoadedModel,
     messages: &[ChatMessage],
+    tools: &[Value],
     add_generation_prompt: bool,
 ) -> Result<String, InferError> {
-    render(model, &template(model)?, messages, add_generation_prompt)
+    let Ok(chat) = &model.chat else {
+        return render_builtin(&model.llama, messages, add_generation_prompt);
+    };
+    let req = ChatRequest {
+        messages: messages.iter().map(ChatMessage::to_openai).collect(),
+        tools: tools.to_vec(),
+        add_generation_prompt,
+        enable_thinking: true,
+        ..Default::default()
+    };
+    let prompt = chat.apply(&req)?.prompt;
+    // The tokenizer adds BOS itself where the model wants it.
+    let vocab = model.llama.vocab();
+    if vocab.should_add_bos() {
+        let bos =
+            String::from_utf8_lossy(&vocab.detokenize(&[vocab.bos()], false, true)).into_owned();
+        if let Some(rest) = prompt.strip_prefix(bos.as_str()) {
+            return Ok(rest.to_string());
+        }
+    }
+    Ok(prompt)
 }
 
-fn render(
+/// llama.cpp's built-in renderer, for templates its chat layer cannot read.
+fn render_builtin(
     model: &LlamaModel,
-    tmpl: &LlamaChatTemplate,
     messages: &[ChatMessage],
     add_generation_prompt: bool,
 ) -> Result<String, InferError> {
+    let tmpl = template(model)?;
     let wrap = wraps_tool_results(model);
     let chat = messages
         .iter()
@@ -117,7 +154,7 @@ fn render(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| InferError::Template(format!("message contains a NUL byte: {e}")))?;
     model
-        .apply_chat_template(tmpl, &chat, add_generation_prompt)
+        .apply_chat_template(&tmpl, &chat, add_generation_prompt)
         .map_err(|e| InferError::Template(e.to_string()))
 }
 
@@ -143,30 +180,35 @@ fn push_text(model: &LlamaModel, span: &mut TokenSpan, text: &str, role: TokenRo
 /// tokens allowed and tagged `context`; message text is tokenized as plain
 /// text (a user cannot inject control tokens) and tagged by its role.
 pub fn extend(
-    model: &LlamaModel,
+    model: &LoadedModel,
     t: &mut Transcript,
     new: &[ChatMessage],
     add_generation_prompt: bool,
 ) -> Result<TokenSpan, InferError> {
-    let tmpl = template(model)?;
     let mut all = t.messages.clone();
     all.extend_from_slice(new);
-    let full = render(model, &tmpl, &all, add_generation_prompt)?;
+    let full = render_chat(model, &all, &t.tools, add_generation_prompt)?;
     let (delta, rendered) = match full.strip_prefix(t.rendered.as_str()) {
         Some(rest) => (rest.to_string(), full.clone()),
         None => {
-            // The template rewrote earlier text (e.g. trimmed a reply); the
-            // tokens already fed stay as they are and only the new messages
-            // are rendered.
+            // The template renders earlier text differently from what was
+            // fed (a reply trimmed, reasoning dropped, tools changed): the
+            // tokens already fed stay as they are, and what is added is what
+            // the new messages add to the template's own rendering.
             tracing::info!(
                 "chat template re-rendered history differently; appending new messages only"
             );
-            let delta = render(model, &tmpl, new, add_generation_prompt)?;
+            let before = render_chat(model, &t.messages, &t.tools, false)?;
+            let delta = match full.strip_prefix(before.as_str()) {
+                Some(rest) => rest.to_string(),
+                None => full[common_prefix(&before, &full)..].to_string(),
+            };
             (delta.clone(), format!("{}{}", t.rendered, delta))
         }
     };
+    let llama = &model.llama;
     let mut span = TokenSpan::default();
-    let vocab = model.vocab();
+    let vocab = llama.vocab();
     if t.tokens.is_empty() && vocab.should_add_bos() {
         span.push(vocab.bos().0, TokenRole::Context, None);
     }
@@ -175,19 +217,27 @@ pub fn extend(
         if let Some(off) = delta[cursor..].find(&m.content) {
             let start = cursor + off;
             push_text(
-                model,
+                llama,
                 &mut span,
                 &delta[cursor..start],
                 TokenRole::Context,
                 true,
             );
-            push_text(model, &mut span, &m.content, token_role(m.role), false);
+            push_text(llama, &mut span, &m.content, token_role(m.role), false);
             cursor = start + m.content.len();
         }
     }
-    push_text(model, &mut span, &delta[cursor..], TokenRole::Context, true);
+    push_text(llama, &mut span, &delta[cursor..], TokenRole::Context, true);
     t.messages.extend_from_slice(new);
     t.tokens.append(&span);
     t.rendered = rendered;
     Ok(span)
+}
+
+/// Length of the longest common prefix of `a` and `b`, on a char boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i)
 }

@@ -15,6 +15,15 @@ pub enum Constraint {
     Gbnf(String),
     /// A JSON schema; the output is a JSON value that satisfies it.
     JsonSchema(serde_json::Value),
+    /// A GBNF grammar that stays asleep over free text and holds the output
+    /// to it from the first match of a trigger (a tool call opening): a
+    /// regular expression, searched in the text so far (from its first
+    /// capture group when it has one), or a token.
+    Lazy {
+        gbnf: String,
+        patterns: Vec<String>,
+        tokens: Vec<i32>,
+    },
 }
 
 pub struct TokenPicker {
@@ -32,13 +41,23 @@ impl TokenPicker {
         let grammar = match constraint {
             None => None,
             Some(c) => {
-                let gbnf = match c {
-                    Constraint::Gbnf(g) => g.clone(),
-                    Constraint::JsonSchema(s) => crate::json_schema_to_gbnf(s)?,
+                let grammar = match c {
+                    Constraint::Gbnf(g) => LlamaSampler::grammar(model, g, "root"),
+                    Constraint::JsonSchema(s) => {
+                        LlamaSampler::grammar(model, &crate::json_schema_to_gbnf(s)?, "root")
+                    }
+                    Constraint::Lazy {
+                        gbnf,
+                        patterns,
+                        tokens,
+                    } => {
+                        let tokens: Vec<_> = tokens.iter().map(|&t| LlamaToken(t)).collect();
+                        LlamaSampler::grammar_lazy_patterns(model, gbnf, "root", patterns, &tokens)
+                    }
                 };
-                Some(LlamaSampler::grammar(model, &gbnf, "root").map_err(|e| {
+                Some(grammar.map_err(|e| {
                     InferError::Grammar(format!(
-                        "{e}; check the GBNF syntax and that it has a `root` rule"
+                        "{e}; check the GBNF syntax, that it has a `root` rule and that trigger patterns are valid regular expressions"
                     ))
                 })?)
             }

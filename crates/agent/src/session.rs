@@ -533,7 +533,7 @@ impl<'a> ChannelSession<'a> {
     ) -> Result<Reply, AgentError> {
         let ch = self.channel;
         let mut req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
-        let calling = self.tool_calling()?;
+        let calling = self.tool_calling();
         if let Some(c) = &self.constraint {
             req = req.with_constraint(c.clone());
         } else if let Some(c) = calling.as_ref().and_then(|c| c.constraint.clone()) {
@@ -611,22 +611,21 @@ impl<'a> ChannelSession<'a> {
 
 impl ChannelSession<'_> {
     /// The model's own tool-call format for the next reply: `None` without
-    /// tools or where the template does not describe tools (then Hermes
-    /// calls are read by hand, unconstrained).
-    fn tool_calling(&self) -> Result<Option<ToolCalling>, AgentError> {
-        if self.tools.is_none() || self.transcript.tools.is_empty() {
-            return Ok(None);
+    /// tools, or where the template does not describe tools or llama.cpp
+    /// cannot read it (then Hermes calls are read by hand, unconstrained).
+    fn tool_calling(&self) -> Option<ToolCalling> {
+        let tools = self.tools.as_ref()?;
+        if self.transcript.tools.is_empty() {
+            return None;
         }
-        let callable = self
-            .tools
-            .as_ref()
-            .map(ToolSetup::definitions)
-            .unwrap_or_default();
-        Ok(Some(self.engine.tool_calling(
-            &self.transcript,
-            &callable,
-            ToolChoice::Auto,
-        )?))
+        let calling =
+            self.engine
+                .tool_calling(&self.transcript, &tools.definitions(), ToolChoice::Auto);
+        // A template that renders but cannot give a parser (rare) still
+        // answers: its calls are read as Hermes, unconstrained.
+        calling
+            .inspect_err(|e| tracing::warn!("no tool-call grammar for this reply: {e}"))
+            .ok()
     }
 }
 

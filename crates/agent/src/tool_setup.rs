@@ -15,7 +15,7 @@ pub const DEFAULT_MAX_REPEATED_CALLS: usize = 2;
 pub const DEFAULT_MAX_TOOL_CALLS: usize = 24;
 
 /// Told to every agent with tools, after the base prompt.
-pub(crate) const STANDING_INSTRUCTION: &str = "Keep scratch files in the `scratch/` folder of your workspace and delete them when you are done with them.";
+pub(crate) const STANDING_INSTRUCTION: &str = "Answer directly when you can. Call a tool only when you need its result, and once you have it, answer.";
 
 /// Tools every conversation is offered, when it has them.
 pub const CORE_TOOLS: &[&str] = &[
@@ -50,6 +50,72 @@ impl Default for ToolOffer {
             relevant: DEFAULT_RELEVANT_TOOLS,
         }
     }
+}
+
+impl ToolOffer {
+    /// Which of `all` (tool definitions) a conversation that opens with
+    /// `question` is told about: the core ones in the core's order, then
+    /// the chosen ones in `all`'s.
+    pub fn select(&self, all: Vec<serde_json::Value>, question: &str) -> Vec<serde_json::Value> {
+        let ToolOffer::Selected { core, relevant } = self else {
+            return all;
+        };
+        let name = |d: &serde_json::Value| {
+            d["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mut others: Vec<(usize, String)> = all
+            .iter()
+            .filter(|d| !core.contains(&name(d)))
+            .map(|d| {
+                let about = format!(
+                    "{} {}",
+                    name(d).replace('_', " "),
+                    d["function"]["description"].as_str().unwrap_or_default()
+                );
+                (shared_words(question, &about), name(d))
+            })
+            .filter(|(shared, _)| *shared > 0)
+            .collect();
+        // Most related first; ties keep the toolbox's order.
+        others.sort_by(|a, b| b.0.cmp(&a.0));
+        let chosen: Vec<String> = others.into_iter().take(*relevant).map(|(_, n)| n).collect();
+        // The core in its own order (what a small model reaches for first
+        // comes first), then the chosen ones.
+        let mut offered: Vec<serde_json::Value> = core
+            .iter()
+            .filter_map(|c| all.iter().find(|d| &name(d) == c).cloned())
+            .collect();
+        offered.extend(all.into_iter().filter(|d| chosen.contains(&name(d))));
+        offered
+    }
+}
+
+/// Words too common to say what a message is about.
+const STOP_WORDS: &[&str] = &[
+    "the", "and", "for", "with", "that", "this", "what", "about", "from", "your", "you", "are",
+    "can", "how", "its", "all", "into", "then", "them", "when", "was", "has", "have", "not", "but",
+    "one", "each", "per", "use",
+];
+
+/// Content words of `text`: lowercase, three letters or more, a plural's
+/// `s` dropped.
+fn content_words(text: &str) -> std::collections::HashSet<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 2 && !STOP_WORDS.contains(w))
+        .map(|w| match w.strip_suffix('s') {
+            Some(stem) if stem.len() > 2 && !stem.ends_with('s') => stem.to_string(),
+            _ => w.to_string(),
+        })
+        .collect()
+}
+
+/// How many content words `a` and `b` share.
+fn shared_words(a: &str, b: &str) -> usize {
+    content_words(a).intersection(&content_words(b)).count()
 }
 
 /// A channel's tools and how its model writes calls.
@@ -99,38 +165,7 @@ impl ToolSetup {
     /// Definitions of the tools a conversation that opens with `question`
     /// is told about, in the toolbox's order.
     pub fn select(&self, question: &str) -> Vec<serde_json::Value> {
-        let all = self.definitions();
-        let ToolOffer::Selected { core, relevant } = &self.offer else {
-            return all;
-        };
-        if all.len() <= core.len() + relevant {
-            return all;
-        }
-        let name = |d: &serde_json::Value| {
-            d["function"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        };
-        let mut others: Vec<(f64, String)> = all
-            .iter()
-            .filter(|d| !core.contains(&name(d)))
-            .map(|d| {
-                let about = format!(
-                    "{} {}",
-                    name(d).replace('_', " "),
-                    d["function"]["description"].as_str().unwrap_or_default()
-                );
-                (reverie_embed::word_overlap(question, &about), name(d))
-            })
-            .filter(|(score, _)| *score > 0.0)
-            .collect();
-        // Most related first; ties keep the toolbox's order.
-        others.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let chosen: Vec<String> = others.into_iter().take(*relevant).map(|(_, n)| n).collect();
-        all.into_iter()
-            .filter(|d| core.contains(&name(d)) || chosen.contains(&name(d)))
-            .collect()
+        self.offer.select(self.definitions(), question)
     }
 
     /// Definitions of the tools this channel offers.
@@ -139,5 +174,36 @@ impl ToolSetup {
             .into_iter()
             .filter(|d| self.allows(d["function"]["name"].as_str().unwrap_or_default()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(defs: &[serde_json::Value]) -> Vec<&str> {
+        defs.iter()
+            .map(|d| d["function"]["name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_conversation_is_told_of_the_core_tools_and_those_its_question_is_about() {
+        let all = reverie_tools::definitions();
+        let offered = ToolOffer::default().select(all.clone(), "Read my notes about the garden");
+        let got = names(&offered);
+        for core in CORE_TOOLS {
+            assert!(got.contains(core), "{core} missing from {got:?}");
+        }
+        assert!(got.contains(&"notes"), "{got:?}");
+        assert!(
+            got.len() <= CORE_TOOLS.len() + DEFAULT_RELEVANT_TOOLS,
+            "{got:?}"
+        );
+        assert!(got.len() < all.len());
+        // Nothing related: the core set alone.
+        let plain = ToolOffer::default().select(all.clone(), "What is 17 multiplied by 3?");
+        assert_eq!(names(&plain).len(), CORE_TOOLS.len(), "{:?}", names(&plain));
+        assert_eq!(ToolOffer::All.select(all.clone(), "x").len(), all.len());
     }
 }

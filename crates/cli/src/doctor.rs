@@ -59,6 +59,37 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// How the model writes tool calls: in its own format (with or without a
+/// grammar that holds them to the tools' schemas), or Reverie's Hermes
+/// prompt where its template does not describe tools.
+fn tool_call_format(engine: &Engine) -> String {
+    let fallback = "Reverie's Hermes tool prompt; calls are read, not constrained";
+    if !engine.renders_tools() {
+        let why = match engine.chat_caps() {
+            Ok(_) => "the chat template does not describe tools".to_string(),
+            Err(e) => e.to_string(),
+        };
+        return format!("{why}: {fallback}");
+    }
+    let req = reverie_infer::ChatRequest {
+        messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
+        tools: reverie_tools::definitions(),
+        add_generation_prompt: true,
+        ..Default::default()
+    };
+    match engine.chat_params(&req) {
+        Ok(p) if p.grammar.is_empty() => format!(
+            "the model's own template and format ({}); llama.cpp has no grammar for its calls, so they are read, not constrained",
+            p.format_name
+        ),
+        Ok(p) => format!(
+            "the model's own template and format ({}); a grammar holds each call to an offered tool and its schema",
+            p.format_name
+        ),
+        Err(e) => format!("{e}: {fallback}"),
+    }
+}
+
 pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut checks = Vec::new();
     checks.push(check("home", {
@@ -107,6 +138,7 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         },
     ));
     let model = reverie_models::active::resolve(home, args.model.as_deref());
+    let mut tool_calls = None;
     checks.push(check(
         "model",
         match &model {
@@ -127,6 +159,7 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
                     };
                     match Engine::load(path, cfg) {
                         Ok(engine) => {
+                            tool_calls = Some(tool_call_format(&engine));
                             let i = engine.info();
                             Ok(format!(
                                 "{} ({}, {}, {} parameters) loads in llama.cpp{}",
@@ -150,6 +183,9 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
             },
         },
     ));
+    if let Some(detail) = tool_calls {
+        checks.push(check("tool calls", Ok(detail)));
+    }
     checks.push(check("cpu", {
         let avx2 = std::arch::is_x86_feature_detected!("avx2");
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

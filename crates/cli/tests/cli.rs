@@ -130,6 +130,20 @@ fn doctor_reports_what_to_fix() {
         &["doctor", "--json", "--model", good.to_str().unwrap()],
     ));
     assert_eq!(v["ok"], true, "{v}");
+    // A ChatML template does not describe tools: Reverie's own prompt.
+    let tools = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "tool calls")
+        .unwrap();
+    assert!(
+        tools["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Hermes tool prompt"),
+        "{tools}"
+    );
 }
 
 #[test]

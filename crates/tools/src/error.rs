@@ -11,7 +11,7 @@ pub enum ToolError {
     BadArguments { tool: &'static str, detail: String },
     #[error("`{path}` is outside the workspace: {why}")]
     OutsideWorkspace { path: String, why: &'static str },
-    #[error("no file or folder at `{path}`; paths are relative to the workspace root (\".\" is the root itself); list_dir or glob show what exists")]
+    #[error("no file or folder at `{path}` (yet: write_file creates a file); paths are relative to the workspace root (\".\" is the root itself); list_dir or glob show what exists")]
     NotFound { path: String },
     #[error("{0}")]
     Refused(String),

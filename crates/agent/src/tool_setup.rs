@@ -80,7 +80,7 @@ impl ToolOffer {
             .filter(|(shared, _)| *shared > 0)
             .collect();
         // Most related first; ties keep the toolbox's order.
-        others.sort_by(|a, b| b.0.cmp(&a.0));
+        others.sort_by_key(|o| std::cmp::Reverse(o.0));
         let chosen: Vec<String> = others.into_iter().take(*relevant).map(|(_, n)| n).collect();
         // The core in its own order (what a small model reaches for first
         // comes first), then the chosen ones.

@@ -104,6 +104,16 @@ fn every_architecture_chats() {
     }
 }
 
+/// One named row of `reverie doctor --json`.
+fn doctor_check<'v>(report: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {report}"))
+}
+
 #[test]
 fn doctor_reports_what_to_fix() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,12 +122,7 @@ fn doctor_reports_what_to_fix() {
     assert!(!out.status.success(), "no model installed must fail");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
-    let model = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "model")
-        .unwrap();
+    let model = doctor_check(&v, "model");
     assert_eq!(model["ok"], false);
     assert!(model["fix"]
         .as_str()
@@ -131,12 +136,7 @@ fn doctor_reports_what_to_fix() {
     ));
     assert_eq!(v["ok"], true, "{v}");
     // A ChatML template does not describe tools: Reverie's own prompt.
-    let tools = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "tool calls")
-        .unwrap();
+    let tools = doctor_check(&v, "tool calls");
     assert!(
         tools["detail"]
             .as_str()

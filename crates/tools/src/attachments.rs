@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use crate::error::ToolError;
-use crate::sandbox::Workspace;
+use crate::workspace::Workspace;
 
 /// The folder attachments go to, inside the workspace.
 pub const ATTACHMENTS: &str = "attachments";

@@ -1,6 +1,9 @@
 //! git inside the workspace only: the repository is the workspace's own
-//! `.git` (never a parent folder's), hooks are off, and paths go through
-//! the sandbox. No command here talks to a network.
+//! `.git` folder (never a parent's, never a link), git runs in the sandbox
+//! with no system or user configuration, no hooks, no fsmonitor, no
+//! external diff or textconv, and a repository whose configuration would
+//! run a command (filters, editors, pagers, includes, …) is refused.
+//! `checkout` records an undo revision. No command here talks to a network.
 
 use std::process::Command;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
-use crate::jobs::Limits;
+use crate::sandbox::Limits;
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
 const MAX_OUTPUT: usize = 16 << 10;
@@ -40,34 +43,149 @@ struct GitArgs {
     staged: bool,
 }
 
-fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
-    let a: GitArgs = parse_args("git", args)?;
+/// Repository settings that make git run a program (or read settings
+/// from elsewhere); a repository with any of them is refused.
+const RUNS_COMMANDS: &[&str] = &[
+    "filter.",
+    "core.fsmonitor",
+    "core.sshcommand",
+    "core.editor",
+    "core.pager",
+    "core.askpass",
+    "core.gitproxy",
+    "core.hookspath",
+    "core.attributesfile",
+    "core.worktree",
+    "diff.external",
+    "gpg.",
+    "credential.",
+    "include.",
+    "includeif.",
+    "sequence.editor",
+    "merge.",
+    "pager.",
+    "alias.",
+    "uploadpack.",
+    "receive.",
+    "remote.",
+    "url.",
+    "protocol.",
+    "http.",
+    "sendemail.",
+    "extensions.worktreeconfig",
+];
+
+/// Whether the setting `key` (lower case, as `git config --list` gives
+/// it) can run a program.
+fn runs_command(key: &str) -> bool {
+    RUNS_COMMANDS.iter().any(|p| key.starts_with(p))
+        || (key.starts_with("diff.") && (key.ends_with(".command") || key.ends_with(".textconv")))
+}
+
+/// git in the cage, with no configuration but the repository's own.
+fn git_command(tb: &Toolbox, git: &std::path::Path) -> Command {
     let root = tb.workspace().root();
-    let git_dir = root.join(".git");
-    if a.action != GitAction::Init && !git_dir.is_dir() {
-        return Err(ToolError::refused(
-            "the workspace is not a git repository yet; call git with action \"init\" first",
-        ));
-    }
-    let mut paths = Vec::new();
-    for p in &a.paths {
-        let abs = tb.workspace().resolve(p)?;
-        paths.push(tb.workspace().display(&abs));
-    }
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(git);
     cmd.current_dir(root)
-        .env("GIT_DIR", &git_dir)
+        .env("GIT_DIR", root.join(".git"))
         .env("GIT_WORK_TREE", root)
         .env("GIT_CEILING_DIRECTORIES", root.parent().unwrap_or(root))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ATTR_NOSYSTEM", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "color.ui=false"])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args([
+            "-c",
+            "core.attributesFile=/dev/null",
+            "-c",
+            "color.ui=false",
+        ])
+        .args(["-c", "protocol.allow=never", "-c", "safe.directory=*"])
         .args([
             "-c",
             "user.name=Reverie agent",
             "-c",
             "user.email=agent@reverie.local",
         ]);
+    cmd
+}
+
+fn run_git(tb: &Toolbox, cmd: Command) -> Result<crate::jobs::RunResult, ToolError> {
+    // The environment is cleared by the cage; git's own variables are set
+    // again after it.
+    tb.services().jobs.run_blocking(
+        cmd,
+        &tb.cage(Limits::default(), Vec::new()),
+        Duration::from_secs(60),
+        MAX_OUTPUT,
+        tb.stop_flag(),
+    )
+}
+
+/// Refuses a `.git` that is not a plain folder, and a repository whose
+/// settings would run a program.
+fn check_repository(tb: &Toolbox, git: &std::path::Path, init: bool) -> Result<(), ToolError> {
+    let git_dir = tb.workspace().root().join(".git");
+    match git_dir.symlink_metadata() {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(ToolError::refused(
+                "`.git` is a symbolic link, so it may point at another repository; git runs only on a `.git` folder inside the workspace",
+            ))
+        }
+        Ok(m) if !m.is_dir() => {
+            return Err(ToolError::refused(
+                "`.git` is a file, not a folder (a linked worktree or submodule); git runs only on a `.git` folder inside the workspace",
+            ))
+        }
+        Ok(_) => {}
+        Err(_) if init => return Ok(()),
+        Err(_) => {
+            return Err(ToolError::refused(
+                "the workspace is not a git repository yet; call git with action \"init\" first",
+            ))
+        }
+    }
+    let mut cmd = git_command(tb, git);
+    cmd.args(["config", "--file", ".git/config", "--list", "--name-only"]);
+    let res = run_git(tb, cmd)?;
+    let bad: Vec<&str> = res
+        .output
+        .lines()
+        .map(str::trim)
+        .filter(|k| runs_command(&k.to_ascii_lowercase()))
+        .collect();
+    if !bad.is_empty() {
+        return Err(ToolError::refused(format!(
+            "the repository's .git/config sets {}, which can make git run a program; git was not run. Remove {} from .git/config first",
+            bad.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+            if bad.len() == 1 { "it" } else { "them" }
+        )));
+    }
+    Ok(())
+}
+
+fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: GitArgs = parse_args("git", args)?;
+    let git = crate::sandbox::find_program("git")
+        .ok_or_else(|| ToolError::refused("git is not installed on this computer"))?;
+    check_repository(tb, &git, a.action == GitAction::Init)?;
+    let mut paths = Vec::new();
+    let mut abs_paths = Vec::new();
+    for p in &a.paths {
+        let abs = tb.workspace().resolve(p)?;
+        paths.push(tb.workspace().display(&abs));
+        abs_paths.push(abs);
+    }
+    let mut cmd = git_command(tb, &git);
+    let mut recorder = None;
     match a.action {
         GitAction::Init => {
             cmd.args(["init", "--quiet"]);
@@ -76,7 +194,7 @@ fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             cmd.args(["status", "--short", "--branch"]);
         }
         GitAction::Diff => {
-            cmd.arg("diff");
+            cmd.args(["diff", "--no-ext-diff", "--no-textconv"]);
             if a.staged {
                 cmd.arg("--cached");
             }
@@ -84,7 +202,14 @@ fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         }
         GitAction::Log => {
             let n = a.n.unwrap_or(10).clamp(1, 100);
-            cmd.args(["log", "--oneline", "--decorate", &format!("-n{n}")]);
+            cmd.args([
+                "log",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--oneline",
+                "--decorate",
+                &format!("-n{n}"),
+            ]);
             cmd.arg("--").args(&paths);
         }
         GitAction::Add => {
@@ -109,16 +234,14 @@ fn git(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
                     "checkout needs `paths`: the files to restore from the last commit",
                 ));
             }
+            recorder = Some(crate::history::Recorder::trees(tb, &abs_paths)?);
             cmd.args(["checkout", "HEAD", "--"]).args(&paths);
         }
     }
-    let res = tb.services().jobs.run_blocking(
-        cmd,
-        Limits::default(),
-        Duration::from_secs(60),
-        MAX_OUTPUT,
-        tb.stop_flag(),
-    )?;
+    let res = run_git(tb, cmd)?;
+    if let Some(recorder) = recorder {
+        recorder.commit(tb, "git", &format!("git checkout {}", paths.join(" ")))?;
+    }
     let out = res.output.trim().to_string();
     match res.status.and_then(|s| s.code()) {
         Some(0) if out.is_empty() => Ok(match a.action {

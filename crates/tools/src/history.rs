@@ -110,10 +110,17 @@ impl Recorder {
 
     /// Before changing `abs` and everything under it.
     pub fn tree(tb: &Toolbox, abs: &Path) -> Result<Recorder, ToolError> {
+        Recorder::trees(tb, std::slice::from_ref(&abs.to_path_buf()))
+    }
+
+    /// Before changing each of `roots` and everything under them.
+    pub fn trees(tb: &Toolbox, roots: &[PathBuf]) -> Result<Recorder, ToolError> {
         let mut before = Vec::new();
-        for p in tree_paths(abs)? {
-            let s = state_of(tb, &p, true)?;
-            before.push((p, s));
+        for root in roots {
+            for p in tree_paths(root)? {
+                let s = state_of(tb, &p, true)?;
+                before.push((p, s));
+            }
         }
         Ok(Recorder { before })
     }

@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reverie_core::ChannelId;
@@ -24,29 +23,16 @@ use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::output::cap;
+use crate::sandbox::{Cage, CageGuard, Limits};
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
-/// Limits of one child process.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub memory_bytes: u64,
-    pub file_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_bytes: 2 << 30,
-            file_bytes: 256 << 20,
-        }
-    }
-}
-
-type SpawnRequest = (Command, Limits, Sender<std::io::Result<Child>>);
+type SpawnRequest = (Command, Sender<std::io::Result<Child>>);
 
 struct Job {
     channel: ChannelId,
     child: Child,
+    _cage: CageGuard,
+    ended: Option<Instant>,
     log: PathBuf,
     read: u64,
     what: String,
@@ -54,45 +40,74 @@ struct Job {
     status: Option<String>,
 }
 
+impl Job {
+    /// Notes whether the job ended, and stops it once it has run past
+    /// [`JOB_WALL_LIMIT`].
+    fn refresh(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        if let Ok(Some(s)) = self.child.try_wait() {
+            self.status = Some(describe_exit(s));
+            self.ended = Some(Instant::now());
+        } else if self.started.elapsed() > JOB_WALL_LIMIT {
+            kill_group(&self.child);
+            let _ = self.child.wait();
+            self.status = Some(format!(
+                "stopped after the wall-clock limit of {} min",
+                JOB_WALL_LIMIT.as_secs() / 60
+            ));
+            self.ended = Some(Instant::now());
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        self.refresh();
+        self.status.is_none()
+    }
+}
+
+type Jobs = Arc<Mutex<BTreeMap<u32, Job>>>;
+
 /// Jobs of every channel; dropping it kills them all.
 pub struct JobTable {
     dir: PathBuf,
     spawner: Mutex<Sender<SpawnRequest>>,
-    jobs: Mutex<BTreeMap<u32, Job>>,
+    jobs: Jobs,
     next: Mutex<u32>,
 }
 
 const MAX_JOBS_PER_CHANNEL: usize = 4;
 const POLL_BYTES: usize = 16 << 10;
+/// A background job is stopped after this long.
+const JOB_WALL_LIMIT: Duration = Duration::from_secs(60 * 60);
+/// A finished job's log is deleted (and the job forgotten) this long after
+/// it ended.
+const FINISHED_KEPT: Duration = Duration::from_secs(60 * 60);
 
-fn limit(resource: libc::__rlimit_resource_t, bytes: u64) -> std::io::Result<()> {
-    let lim = libc::rlimit {
-        rlim_cur: bytes,
-        rlim_max: bytes,
-    };
-    // SAFETY: setrlimit with a valid struct; runs in the child before exec.
-    if unsafe { libc::setrlimit(resource, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
+/// Every few seconds: stops jobs past their wall-clock limit and forgets
+/// finished ones (deleting their logs). Ends with the table.
+fn watchdog(jobs: std::sync::Weak<Mutex<BTreeMap<u32, Job>>>) {
+    while let Some(jobs) = jobs.upgrade() {
+        {
+            let mut jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
+            jobs.retain(|_, j| {
+                j.refresh();
+                let old = j.ended.is_some_and(|t| t.elapsed() > FINISHED_KEPT);
+                if old {
+                    let _ = std::fs::remove_file(&j.log);
+                }
+                !old
+            });
+        }
+        drop(jobs);
+        std::thread::sleep(Duration::from_secs(2));
     }
-    Ok(())
 }
 
 fn spawner_loop(rx: mpsc::Receiver<SpawnRequest>) {
-    for (mut cmd, limits, reply) in rx {
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                limit(libc::RLIMIT_AS, limits.memory_bytes)?;
-                limit(libc::RLIMIT_FSIZE, limits.file_bytes)?;
-                Ok(())
-            });
-        }
+    // The cage's parent-death signal fires when this thread ends.
+    for (mut cmd, reply) in rx {
         let _ = reply.send(cmd.spawn());
     }
 }
@@ -130,10 +145,16 @@ impl JobTable {
             .name("reverie-spawner".into())
             .spawn(move || spawner_loop(rx))
             .expect("spawn the process spawner thread");
+        let jobs: Jobs = Arc::default();
+        let weak = Arc::downgrade(&jobs);
+        std::thread::Builder::new()
+            .name("reverie-jobs-watchdog".into())
+            .spawn(move || watchdog(weak))
+            .expect("spawn the jobs watchdog thread");
         JobTable {
             dir,
             spawner: Mutex::new(tx),
-            jobs: Mutex::new(BTreeMap::new()),
+            jobs,
             next: Mutex::new(1),
         }
     }
@@ -155,7 +176,12 @@ impl JobTable {
         Ok((f.1, f.0))
     }
 
-    fn spawn(&self, mut cmd: Command, limits: Limits) -> Result<(Child, PathBuf), ToolError> {
+    fn spawn(
+        &self,
+        mut cmd: Command,
+        cage: &Cage,
+    ) -> Result<(Child, PathBuf, CageGuard), ToolError> {
+        let guard = cage.arm(&mut cmd)?;
         let (path, log) = self.log_file()?;
         let err = |e: std::io::Error| ToolError::Failed {
             what: "starting the process".into(),
@@ -168,13 +194,13 @@ impl JobTable {
         self.spawner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send((cmd, limits, tx))
+            .send((cmd, tx))
             .map_err(|_| ToolError::refused("the app is shutting down; no new processes"))?;
         let child = rx
             .recv()
             .map_err(|_| ToolError::refused("the app is shutting down; no new processes"))?
             .map_err(err)?;
-        Ok((child, path))
+        Ok((child, path, guard))
     }
 
     /// Runs `cmd` to completion or until `timeout`, returning its output
@@ -182,12 +208,12 @@ impl JobTable {
     pub(crate) fn run_blocking(
         &self,
         cmd: Command,
-        limits: Limits,
+        cage: &Cage,
         timeout: Duration,
         max_output: usize,
         stop: &AtomicBool,
     ) -> Result<RunResult, ToolError> {
-        let (mut child, log) = self.spawn(cmd, limits)?;
+        let (mut child, log, _guard) = self.spawn(cmd, cage)?;
         let deadline = Instant::now() + timeout;
         let mut status = None;
         let mut timed_out = false;
@@ -235,21 +261,21 @@ impl JobTable {
         &self,
         channel: ChannelId,
         cmd: Command,
+        cage: &Cage,
         what: String,
     ) -> Result<u32, ToolError> {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let running = jobs
             .values_mut()
             .filter(|j| j.channel == channel)
-            .filter_map(|j| j.child.try_wait().ok().map(|s| s.is_none()))
-            .filter(|r| *r)
+            .filter_map(|j| j.running().then_some(()))
             .count();
         if running >= MAX_JOBS_PER_CHANNEL {
             return Err(ToolError::refused(format!(
                 "{running} jobs are already running in this channel (the limit); stop one first"
             )));
         }
-        let (child, log) = self.spawn(cmd, Limits::default())?;
+        let (child, log, guard) = self.spawn(cmd, cage)?;
         let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
         let id = *next;
         *next += 1;
@@ -258,6 +284,8 @@ impl JobTable {
             Job {
                 channel,
                 child,
+                _cage: guard,
+                ended: None,
                 log,
                 read: 0,
                 what,
@@ -277,11 +305,7 @@ impl JobTable {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         match jobs.get_mut(&id) {
             Some(j) if j.channel == channel => {
-                if j.status.is_none() {
-                    if let Ok(Some(s)) = j.child.try_wait() {
-                        j.status = Some(describe_exit(s));
-                    }
-                }
+                j.refresh();
                 Ok(f(j))
             }
             _ => Err(ToolError::refused(format!(
@@ -324,6 +348,7 @@ impl JobTable {
             kill_group(&j.child);
             let _ = j.child.wait();
             j.status = Some("stopped".into());
+            j.ended = Some(Instant::now());
             format!("stopped job {id}")
         })
     }
@@ -334,11 +359,7 @@ impl JobTable {
         jobs.iter_mut()
             .filter(|(_, j)| j.channel == channel)
             .map(|(id, j)| {
-                if j.status.is_none() {
-                    if let Ok(Some(s)) = j.child.try_wait() {
-                        j.status = Some(describe_exit(s));
-                    }
-                }
+                j.refresh();
                 let state = j.status.clone().unwrap_or_else(|| "running".into());
                 (*id, state, j.what.clone())
             })
@@ -349,8 +370,7 @@ impl JobTable {
     pub fn running(&self) -> usize {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         jobs.values_mut()
-            .filter_map(|j| j.child.try_wait().ok())
-            .filter(Option::is_none)
+            .filter_map(|j| j.running().then_some(()))
             .count()
     }
 
@@ -407,9 +427,14 @@ fn jobs_tool(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     };
     let text = match a.action {
         JobAction::Start => {
-            let (cmd, what) =
-                crate::python::command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
-            let id = table.start(tb.channel(), cmd, what)?;
+            let (cmd, cage, what) = crate::python::command(
+                tb,
+                a.code.as_deref(),
+                a.path.as_deref(),
+                &a.args,
+                Limits::default(),
+            )?;
+            let id = table.start(tb.channel(), cmd, &cage, what)?;
             format!("started job {id}; poll it with {{\"action\": \"poll\", \"id\": {id}}}")
         }
         JobAction::Stop => table.stop(tb.channel(), need_id()?)?,

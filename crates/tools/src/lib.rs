@@ -55,6 +55,7 @@ mod sandbox;
 mod search;
 mod services;
 mod system;
+mod workspace;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -69,9 +70,10 @@ pub use camera::DeviceCamera;
 pub use camera::{Frame, FrameSource, NoCamera, SyntheticCamera};
 pub use error::ToolError;
 pub use jobs::JobTable;
-pub use sandbox::{Workspace, SCRATCHPAD};
+pub use sandbox::{SandboxMode, Support as SandboxSupport};
 pub use services::Services;
 pub use system::agent_section_text;
+pub use workspace::{Workspace, SCRATCHPAD};
 
 /// A file or image the tool puts into the chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +213,21 @@ impl Toolbox {
 
     pub(crate) fn channel_name(&self) -> &str {
         &self.channel_name
+    }
+
+    /// The cage for a process this channel's tools start: read-write in
+    /// the workspace only, plus `readable` (a Python outside /usr).
+    pub(crate) fn cage(
+        &self,
+        limits: sandbox::Limits,
+        readable: Vec<std::path::PathBuf>,
+    ) -> sandbox::Cage {
+        sandbox::Cage {
+            mode: self.services.sandbox(),
+            writable: vec![self.workspace.root().to_path_buf()],
+            readable,
+            limits,
+        }
     }
 
     /// Runs tool `name` with `args` (a JSON object; `null` counts as `{}`).

@@ -1,6 +1,7 @@
 //! Running Python: a script to completion (timeout, output cap, memory
 //! limit), and the outline of a .py file from Python's own parser.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
-use crate::jobs::Limits;
+use crate::sandbox::{Cage, Limits};
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
 const DEFAULT_TIMEOUT_S: u64 = 30;
@@ -16,9 +17,27 @@ const MAX_TIMEOUT_S: u64 = 600;
 const MAX_OUTPUT: usize = 16 << 10;
 const MAX_MEMORY_MB: u64 = 16 << 10;
 
-/// The interpreter: `REVERIE_PYTHON`, else `python3` on the PATH.
-fn python() -> String {
-    std::env::var("REVERIE_PYTHON").unwrap_or_else(|_| "python3".into())
+/// The interpreter (`REVERIE_PYTHON`, else `python3` on the PATH) as an
+/// absolute path, and the folder its installation lives in (read-only in
+/// the sandbox: a virtual environment or a Python outside /usr).
+pub(crate) fn python() -> Result<(PathBuf, PathBuf), ToolError> {
+    let name = std::env::var("REVERIE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = crate::sandbox::find_program(&name).ok_or_else(|| {
+        ToolError::refused(format!(
+            "Python (`{name}`) is not installed or not on the PATH; install python3 or set REVERIE_PYTHON"
+        ))
+    })?;
+    let prefix = path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf();
+    Ok((path, prefix))
+}
+
+/// The cage a Python run gets.
+fn cage(tb: &Toolbox, prefix: PathBuf, limits: Limits) -> Cage {
+    tb.cage(limits, vec![prefix])
 }
 
 /// A Python command for `code` or the workspace file `path`, run in the
@@ -28,12 +47,11 @@ pub(crate) fn command(
     code: Option<&str>,
     path: Option<&str>,
     args: &[String],
-) -> Result<(Command, String), ToolError> {
-    let mut cmd = Command::new(python());
-    cmd.current_dir(tb.workspace().root())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .arg("-u");
+    limits: Limits,
+) -> Result<(Command, Cage, String), ToolError> {
+    let (python, prefix) = python()?;
+    let mut cmd = Command::new(python);
+    cmd.current_dir(tb.workspace().root()).arg("-u");
     let what = match (code, path) {
         (Some(code), None) => {
             cmd.arg("-c").arg(code);
@@ -55,7 +73,7 @@ pub(crate) fn command(
         )),
     };
     cmd.args(args);
-    Ok((cmd, what))
+    Ok((cmd, cage(tb, prefix, limits), what))
 }
 
 #[derive(Deserialize)]
@@ -90,10 +108,10 @@ fn run(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         }
         limits.memory_bytes = mb << 20;
     }
-    let (cmd, _) = command(tb, a.code.as_deref(), a.path.as_deref(), &a.args)?;
+    let (cmd, cage, _) = command(tb, a.code.as_deref(), a.path.as_deref(), &a.args, limits)?;
     let res = tb.services().jobs.run_blocking(
         cmd,
-        limits,
+        &cage,
         Duration::from_secs(timeout),
         MAX_OUTPUT,
         tb.stop_flag(),
@@ -153,11 +171,15 @@ struct OutlineArgs {
 fn outline(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: OutlineArgs = parse_args("outline", args)?;
     let (abs, _) = crate::files::read_text(tb, &a.path)?;
-    let mut cmd = Command::new(python());
-    cmd.arg("-c").arg(OUTLINE_PY).arg(&abs);
+    let (python, prefix) = python()?;
+    let mut cmd = Command::new(python);
+    cmd.current_dir(tb.workspace().root())
+        .arg("-c")
+        .arg(OUTLINE_PY)
+        .arg(&abs);
     let res = tb.services().jobs.run_blocking(
         cmd,
-        Limits::default(),
+        &cage(tb, prefix, Limits::default()),
         Duration::from_secs(20),
         MAX_OUTPUT,
         tb.stop_flag(),

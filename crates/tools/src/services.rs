@@ -11,6 +11,7 @@ use crate::camera::FrameSource;
 #[cfg(not(feature = "webcam"))]
 use crate::camera::NoCamera;
 use crate::jobs::JobTable;
+use crate::sandbox::SandboxMode;
 
 pub struct Services {
     workspaces: PathBuf,
@@ -20,6 +21,7 @@ pub struct Services {
     pub(crate) camera: Box<dyn FrameSource>,
     model: Mutex<String>,
     vision: std::sync::atomic::AtomicBool,
+    sandbox: SandboxMode,
 }
 
 #[cfg(feature = "webcam")]
@@ -42,7 +44,24 @@ impl Services {
             camera: default_camera(),
             model: Mutex::new(String::new()),
             vision: Default::default(),
+            sandbox: SandboxMode::from_env(),
         }
+    }
+
+    /// Whether the processes tools start are confined (`Off` only by the
+    /// user's explicit choice).
+    pub fn with_sandbox(mut self, mode: SandboxMode) -> Services {
+        if mode == SandboxMode::Off {
+            tracing::warn!(
+                "the sandbox is off: Python, jobs and git run with all the user's rights"
+            );
+        }
+        self.sandbox = mode;
+        self
+    }
+
+    pub(crate) fn sandbox(&self) -> SandboxMode {
+        self.sandbox
     }
 
     /// Uses `camera` for `capture_webcam` (a real device, or a synthetic

@@ -139,38 +139,32 @@ fn jobs_start_poll_stop_and_die_with_the_app() {
     );
     assert_has(&f.err("jobs", json!({"action": "poll"})), "needs `id`");
 
-    f.ok("jobs", json!({"action": "start", "code": "import time, os\nopen('pid.tmp', 'w').write(str(os.getpid()))\nos.rename('pid.tmp', 'pid')\ntime.sleep(600)"}));
-    // Written under another name and renamed, so the test never reads it half-written.
-    let pid_file = f.path("pid");
+    // The job runs as PID 1 of its own namespace; it is found by an
+    // argument only it has.
+    let marker = "job-that-must-die-with-the-app";
+    f.ok("jobs", json!({"action": "start", "code": "import time\nprint('up', flush=True)\ntime.sleep(600)", "args": [marker]}));
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| String::from_utf8_lossy(&c).contains(marker))
+    };
     let t0 = std::time::Instant::now();
-    while !pid_file.exists() && t0.elapsed().as_secs() < 10 {
+    while !alive() && t0.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    assert!(alive(), "the job never started");
     let Fixture {
         tools, services, ..
     } = f;
     drop(tools);
     drop(services);
     let t0 = std::time::Instant::now();
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed().as_secs() < 10 {
-        // A killed child stays a zombie until reaped; its state says so.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.contains(") Z") {
-            break;
-        }
+    while alive() && t0.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        stat.is_empty() || stat.contains(") Z"),
-        "job survived the app: {stat}"
-    );
+    assert!(!alive(), "job survived the app");
 }
 
 #[test]

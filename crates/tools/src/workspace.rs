@@ -1,0 +1,134 @@
+//! A channel's workspace: the one folder its file tools may touch.
+//!
+//! Paths from the model are relative to the root. Absolute paths and `..`
+//! are refused outright; symlinks are followed and refused when they lead
+//! outside, so no spelling of a path reaches beyond the root.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::ToolError;
+
+/// The folder where scratch files go; the system prompt tells the agent to
+/// use it and to clear it.
+pub const SCRATCHPAD: &str = "scratch";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Opens (creating if needed) the workspace at `root`.
+    pub fn open(root: &Path) -> Result<Workspace, ToolError> {
+        std::fs::create_dir_all(root).map_err(|e| ToolError::Failed {
+            what: format!("creating workspace {}", root.display()),
+            detail: e.to_string(),
+        })?;
+        let root = root.canonicalize().map_err(|e| ToolError::Failed {
+            what: format!("opening workspace {}", root.display()),
+            detail: e.to_string(),
+        })?;
+        Ok(Workspace { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The key revisions are stored under.
+    pub fn key(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    /// `rel` as a path inside the workspace, or why it may not be used.
+    /// The path need not exist.
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        let rel = rel.trim();
+        let outside = |why| ToolError::OutsideWorkspace {
+            path: rel.to_string(),
+            why,
+        };
+        let p = Path::new(rel);
+        if p.is_absolute() || rel.starts_with('~') {
+            return Err(outside(
+                "absolute paths are not allowed; give a path relative to the workspace root, e.g. `notes/todo.txt`",
+            ));
+        }
+        let mut joined = self.root.clone();
+        for c in p.components() {
+            match c {
+                Component::Normal(part) => joined.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(outside(
+                        "`..` is not allowed; paths are relative to the workspace root and stay inside it",
+                    ))
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(outside("absolute paths are not allowed"))
+                }
+            }
+        }
+        self.check_links(&joined, rel)?;
+        Ok(joined)
+    }
+
+    /// Follows symlinks along `path`: the deepest existing ancestor (the
+    /// path itself included) must resolve inside the root.
+    fn check_links(&self, path: &Path, rel: &str) -> Result<(), ToolError> {
+        let outside = ToolError::OutsideWorkspace {
+            path: rel.to_string(),
+            why: "it goes through a symbolic link that leads out of the workspace",
+        };
+        let mut probe = path.to_path_buf();
+        loop {
+            if let Ok(meta) = probe.symlink_metadata() {
+                return match probe.canonicalize() {
+                    Ok(real) if real.starts_with(&self.root) => Ok(()),
+                    Ok(_) => Err(outside),
+                    // A dangling link: refuse, it could be created outside.
+                    Err(_) if meta.file_type().is_symlink() => Err(outside),
+                    Err(e) => Err(ToolError::io(rel, e)),
+                };
+            }
+            if !probe.pop() || !probe.starts_with(&self.root) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `abs` relative to the root, for messages.
+    pub fn display(&self, abs: &Path) -> String {
+        match abs.strip_prefix(&self.root) {
+            Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
+            Ok(r) => r.display().to_string(),
+            Err(_) => abs.display().to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(&dir.path().join("ws")).unwrap();
+        assert_eq!(ws.resolve("a/b.txt").unwrap(), ws.root().join("a/b.txt"));
+        assert_eq!(ws.resolve("./a").unwrap(), ws.root().join("a"));
+        assert_eq!(ws.resolve("").unwrap(), ws.root());
+        for bad in ["../x", "a/../../x", "/etc/passwd", "~/x"] {
+            let e = ws.resolve(bad).unwrap_err().to_string();
+            assert!(e.contains("outside the workspace"), "{bad}: {e}");
+        }
+        std::os::unix::fs::symlink(dir.path(), ws.root().join("out")).unwrap();
+        let e = ws.resolve("out/secret").unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::os::unix::fs::symlink(ws.root().join("a"), ws.root().join("in")).unwrap();
+        std::fs::create_dir(ws.root().join("a")).unwrap();
+        assert!(ws.resolve("in/file").is_ok());
+        std::os::unix::fs::symlink("/nonexistent/zz", ws.root().join("dangling")).unwrap();
+        assert!(ws.resolve("dangling").is_err());
+    }
+}

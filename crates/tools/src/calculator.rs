@@ -9,6 +9,9 @@ use crate::error::ToolError;
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
 const MAX_EXPRESSION: usize = 2_000;
+/// Deepest nesting of parentheses, signs and powers; deeper would risk the
+/// thread's stack.
+const MAX_DEPTH: usize = 100;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,9 +22,21 @@ struct CalcArgs {
 struct Parser<'a> {
     s: &'a [u8],
     at: usize,
+    depth: usize,
 }
 
 impl Parser<'_> {
+    /// Runs `f` one level deeper, refusing past [`MAX_DEPTH`].
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<f64, String>) -> Result<f64, String> {
+        if self.depth >= MAX_DEPTH {
+            return self.fail(&format!("nested more than {MAX_DEPTH} levels deep"));
+        }
+        self.depth += 1;
+        let v = f(self);
+        self.depth -= 1;
+        v
+    }
+
     fn skip(&mut self) {
         while self.s.get(self.at).is_some_and(u8::is_ascii_whitespace) {
             self.at += 1;
@@ -68,7 +83,7 @@ impl Parser<'_> {
         let base = self.unary()?;
         if self.peek() == Some(b'^') {
             self.at += 1;
-            let exp = self.power()?;
+            let exp = self.nested(Self::power)?;
             return Ok(base.powf(exp));
         }
         Ok(base)
@@ -78,11 +93,11 @@ impl Parser<'_> {
         match self.peek() {
             Some(b'-') => {
                 self.at += 1;
-                Ok(-self.unary()?)
+                Ok(-self.nested(Self::unary)?)
             }
             Some(b'+') => {
                 self.at += 1;
-                self.unary()
+                self.nested(Self::unary)
             }
             _ => self.atom(),
         }
@@ -92,7 +107,7 @@ impl Parser<'_> {
         match self.peek() {
             Some(b'(') => {
                 self.at += 1;
-                let v = self.expr()?;
+                let v = self.nested(Self::expr)?;
                 if self.peek() != Some(b')') {
                     return self.fail("missing `)`");
                 }
@@ -124,6 +139,7 @@ pub fn evaluate(expression: &str) -> Result<f64, String> {
     let mut p = Parser {
         s: expression.as_bytes(),
         at: 0,
+        depth: 0,
     };
     let v = p.expr()?;
     if p.peek().is_some() {

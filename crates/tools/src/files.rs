@@ -6,8 +6,11 @@ use serde_json::{json, Value};
 use crate::error::ToolError;
 use crate::history::{write_atomic, Recorder};
 use crate::output::cap_line;
+use crate::workspace::{check_not_special, read_regular};
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
+/// Largest text file the file tools read whole.
+const MAX_TEXT_BYTES: u64 = 16 << 20;
 /// Lines one `read_file` call returns at most.
 pub const MAX_READ_LINES: usize = 100;
 /// Largest file `write_file` and `edit_file` produce.
@@ -25,12 +28,12 @@ pub(crate) fn read_text(
     rel: &str,
 ) -> Result<(std::path::PathBuf, String), ToolError> {
     let abs = tb.workspace().resolve(rel)?;
-    if abs.is_dir() {
-        return Err(ToolError::refused(format!(
-            "`{rel}` is a folder, not a file; use list_dir to see what is in it"
-        )));
-    }
-    let bytes = std::fs::read(&abs).map_err(|e| ToolError::io(rel, e))?;
+    let bytes = read_regular(
+        &abs,
+        rel,
+        MAX_TEXT_BYTES,
+        "Find the lines you need with grep, or read it with python in pieces.",
+    )?;
     match String::from_utf8(bytes) {
         Ok(s) if !s.contains('\0') => Ok((abs, s)),
         _ => Err(ToolError::refused(format!(
@@ -111,7 +114,7 @@ fn write_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             MAX_WRITE_BYTES >> 20
         )));
     }
-    let abs = tb.workspace().resolve(&a.path)?;
+    let abs = tb.workspace().resolve_for_change(&a.path)?;
     if abs == tb.workspace().root() || abs.is_dir() {
         return Err(ToolError::refused(format!(
             "`{}` is a folder; give a file path",
@@ -156,6 +159,7 @@ struct EditArgs {
 
 fn edit_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: EditArgs = parse_args("edit_file", args)?;
+    tb.workspace().resolve_for_change(&a.path)?;
     let (abs, text) = read_text(tb, &a.path)?;
     let had_newline = text.ends_with('\n') || text.is_empty();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
@@ -271,7 +275,7 @@ fn list_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
 
 fn make_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: PathArgs = parse_args("make_dir", args)?;
-    let abs = tb.workspace().resolve(&a.path)?;
+    let abs = tb.workspace().resolve_for_change(&a.path)?;
     if abs.is_file() {
         return Err(ToolError::refused(format!(
             "`{}` already exists as a file",
@@ -297,7 +301,7 @@ struct DeleteArgs {
 
 fn delete_path(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: DeleteArgs = parse_args("delete_path", args)?;
-    let abs = tb.workspace().resolve(&a.path)?;
+    let abs = tb.workspace().resolve_for_change(&a.path)?;
     if abs == tb.workspace().root() {
         return Err(ToolError::refused(
             "the workspace root cannot be deleted; delete the things inside it",
@@ -340,14 +344,17 @@ fn file_info(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let abs = tb.workspace().resolve(&a.path)?;
     let shown = tb.workspace().display(&abs);
     let meta = abs.metadata().map_err(|e| ToolError::io(&shown, e))?;
+    check_not_special(&meta, &shown)?;
     let kind = if meta.is_dir() { "folder" } else { "file" };
     let modified = meta.modified().map(rfc3339).unwrap_or_default();
     let mut out = format!("{shown}: {kind}, {} bytes, modified {modified}", meta.len());
     if meta.is_file() {
-        if let Ok(text) = std::fs::read_to_string(&abs) {
-            out.push_str(&format!(", {} lines of text", text.lines().count()));
-        } else {
-            out.push_str(", binary");
+        match read_regular(&abs, &shown, MAX_TEXT_BYTES, "") {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => out.push_str(&format!(", {} lines of text", text.lines().count())),
+                Err(_) => out.push_str(", binary"),
+            },
+            Err(_) => out.push_str(", too large to count its lines"),
         }
     }
     Ok(out.into())

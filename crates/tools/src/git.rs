@@ -119,8 +119,7 @@ fn git_command(tb: &Toolbox, git: &std::path::Path) -> Command {
 }
 
 fn run_git(tb: &Toolbox, cmd: Command) -> Result<crate::jobs::RunResult, ToolError> {
-    // The environment is cleared by the cage; git's own variables are set
-    // again after it.
+    // The cage clears the user's environment and keeps git's variables.
     tb.services().jobs.run_blocking(
         cmd,
         &tb.cage(Limits::default(), Vec::new()),
@@ -154,8 +153,21 @@ fn check_repository(tb: &Toolbox, git: &std::path::Path, init: bool) -> Result<(
         }
     }
     let mut cmd = git_command(tb, git);
-    cmd.args(["config", "--file", ".git/config", "--list", "--name-only"]);
+    cmd.args([
+        "config",
+        "--no-includes",
+        "--file",
+        ".git/config",
+        "--list",
+        "--name-only",
+    ]);
     let res = run_git(tb, cmd)?;
+    if res.status.and_then(|s| s.code()) != Some(0) {
+        return Err(ToolError::refused(format!(
+            "git could not read the repository's settings, so it was not run: {}. Fix or remove .git/config",
+            res.output.trim()
+        )));
+    }
     let bad: Vec<&str> = res
         .output
         .lines()

@@ -53,7 +53,12 @@ fn state_of(tb: &Toolbox, abs: &Path, keep: bool) -> Result<PathState, ToolError
     } else if ft.is_dir() {
         PathState::Dir
     } else {
-        let bytes = std::fs::read(abs).map_err(|e| ToolError::io(&shown, e))?;
+        let bytes = crate::workspace::read_regular(
+            abs,
+            &shown,
+            MAX_SNAPSHOT_BYTES,
+            "It is too large to keep for undo, so it is not changed.",
+        )?;
         let hash = if keep {
             tb.store().put_blob(&shown, &bytes)?
         } else {
@@ -225,7 +230,7 @@ fn apply(tb: &Toolbox, changes: &[Change], forward: bool) -> Result<(), ToolErro
     }
     let mut targets = Vec::new();
     for c in changes {
-        let abs = tb.workspace().resolve(&c.path)?;
+        let abs = tb.workspace().resolve_for_change(&c.path)?;
         let (from, to) = pick(c, forward);
         let now = state_of(tb, &abs, false)?;
         if &now != from && &now != to {

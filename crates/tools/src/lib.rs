@@ -150,6 +150,10 @@ pub fn definitions() -> Vec<Value> {
         .collect()
 }
 
+/// The most text any one tool call returns; each tool pages or caps below
+/// this, and this holds for all of them.
+pub const MAX_TOOL_OUTPUT: usize = 32 << 10;
+
 /// One channel's tools.
 pub struct Toolbox {
     store: Arc<Store>,
@@ -241,7 +245,9 @@ impl Toolbox {
         self.stop.store(false, std::sync::atomic::Ordering::SeqCst);
         let empty = Value::Object(Default::default());
         let args = if args.is_null() { &empty } else { args };
-        (tool.run)(self, &without_schema_words(args, &(tool.parameters)()))
+        let mut out = (tool.run)(self, &without_schema_words(args, &(tool.parameters)()))?;
+        out.text = output::cap(&out.text, MAX_TOOL_OUTPUT);
+        Ok(out)
     }
 }
 

@@ -32,20 +32,7 @@ fn ten() -> usize {
 
 fn read_bytes(tb: &Toolbox, rel: &str, max: u64) -> Result<Vec<u8>, ToolError> {
     let abs = tb.workspace().resolve(rel)?;
-    let meta = abs.metadata().map_err(|e| ToolError::io(rel, e))?;
-    if meta.is_dir() {
-        return Err(ToolError::refused(format!(
-            "`{rel}` is a folder, not a file"
-        )));
-    }
-    if meta.len() > max {
-        return Err(ToolError::refused(format!(
-            "`{rel}` is {} MiB; the limit is {} MiB",
-            meta.len() >> 20,
-            max >> 20
-        )));
-    }
-    std::fs::read(&abs).map_err(|e| ToolError::io(rel, e))
+    crate::workspace::read_regular(&abs, rel, max, "")
 }
 
 fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {

@@ -188,16 +188,45 @@ fn fill(template: &str, values: &serde_json::Map<String, Value>) -> Result<Strin
                 .join(", ")
         )));
     }
-    let mut out = template.replace("{{", "\u{0}L").replace("}}", "\u{0}R");
-    for (k, v) in values {
-        let v = match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        out = out.replace(&format!("{{{k}}}"), &v);
+    // One pass over the template: a value is never searched for
+    // placeholders again, so values that hold `{name}` cannot multiply.
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            out.push_str(&tail[..1]);
+            rest = &tail[2..];
+            continue;
+        }
+        let name_end = tail.find('}').filter(|_| tail.starts_with('{'));
+        match name_end.and_then(|end| values.get(&tail[1..end]).map(|v| (end, v))) {
+            Some((end, v)) => {
+                match v {
+                    Value::String(s) => out.push_str(s),
+                    other => out.push_str(&other.to_string()),
+                }
+                rest = &tail[end + 1..];
+            }
+            None => {
+                out.push_str(&tail[..1]);
+                rest = &tail[1..];
+            }
+        }
+        if out.len() > MAX_FILLED {
+            return Err(ToolError::refused(format!(
+                "the filled recipe would be over {} KiB; use shorter values",
+                MAX_FILLED >> 10
+            )));
+        }
     }
-    Ok(out.replace("\u{0}L", "{").replace("\u{0}R", "}"))
+    out.push_str(rest);
+    Ok(out)
 }
+
+/// Largest text a filled recipe may be.
+const MAX_FILLED: usize = 256 << 10;
 
 #[derive(Deserialize, Clone, Copy)]
 #[serde(rename_all = "snake_case")]

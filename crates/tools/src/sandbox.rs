@@ -337,9 +337,14 @@ fn cstring(p: &Path) -> Result<CString, ToolError> {
 }
 
 /// The environment a child sees: nothing of the user's (tokens, agent
-/// sockets), only what programs need to run.
+/// sockets), only what programs need to run and what the tool set on
+/// `cmd` itself.
 fn clear_env(cmd: &mut Command, tmp: &Path) {
     let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
+    let own: Vec<_> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect();
     cmd.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", tmp)
@@ -347,7 +352,8 @@ fn clear_env(cmd: &mut Command, tmp: &Path) {
         .env("LANG", lang)
         .env("TERM", "dumb")
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1");
+        .env("PYTHONUNBUFFERED", "1")
+        .envs(own);
 }
 
 fn ruleset(readable: &[PathBuf], writable: &[PathBuf], abi: i32) -> Result<OwnedFd, ToolError> {

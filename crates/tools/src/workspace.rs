@@ -97,6 +97,20 @@ impl Workspace {
         }
     }
 
+    /// Like [`Workspace::resolve`], for a path a tool will change: paths
+    /// inside a `.git` folder are refused (a written `.git/config` could
+    /// make git run programs).
+    pub fn resolve_for_change(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        let abs = self.resolve(rel)?;
+        let rel_path = abs.strip_prefix(&self.root).unwrap_or(&abs);
+        if rel_path.components().any(|c| c.as_os_str() == ".git") {
+            return Err(ToolError::refused(format!(
+                "`{rel}` is inside a `.git` folder, which only git itself may change; use the git tool"
+            )));
+        }
+        Ok(abs)
+    }
+
     /// `abs` relative to the root, for messages.
     pub fn display(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {
@@ -104,6 +118,81 @@ impl Workspace {
             Ok(r) => r.display().to_string(),
             Err(_) => abs.display().to_string(),
         }
+    }
+}
+
+/// What a path is, in words, when it is not a regular file or folder.
+fn special_kind(ft: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        Some("a named pipe (FIFO)")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_char_device() || ft.is_block_device() {
+        Some("a device")
+    } else {
+        None
+    }
+}
+
+/// Refuses pipes, sockets and devices: reading one can block forever or
+/// never end.
+pub(crate) fn check_not_special(meta: &std::fs::Metadata, rel: &str) -> Result<(), ToolError> {
+    match special_kind(&meta.file_type()) {
+        Some(kind) => Err(ToolError::refused(format!(
+            "`{rel}` is {kind}, not a regular file; only regular files are read"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The bytes of the regular file `abs` (`rel` in messages). Pipes,
+/// sockets and devices are refused without blocking (the file is opened
+/// non-blocking and checked on the open handle), and a file over `max`
+/// bytes is refused before anything is read; `too_big` says what to do
+/// instead.
+pub(crate) fn read_regular(
+    abs: &Path,
+    rel: &str,
+    max: u64,
+    too_big: &str,
+) -> Result<Vec<u8>, ToolError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(abs)
+        .map_err(|e| ToolError::io(rel, e))?;
+    let meta = file.metadata().map_err(|e| ToolError::io(rel, e))?;
+    if meta.is_dir() {
+        return Err(ToolError::refused(format!(
+            "`{rel}` is a folder, not a file; use list_dir to see what is in it"
+        )));
+    }
+    check_not_special(&meta, rel)?;
+    if meta.len() > max {
+        return Err(ToolError::refused(format!(
+            "`{rel}` is {}; the limit is {}. {too_big}",
+            human_bytes(meta.len()),
+            human_bytes(max)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // A file that grows while read stops at the limit.
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io(rel, e))?;
+    Ok(bytes)
+}
+
+/// `n` bytes in the largest unit that keeps it above 1.
+pub(crate) fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
     }
 }
 

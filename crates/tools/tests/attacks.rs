@@ -219,3 +219,261 @@ fn python_cannot_clear_its_parent_death_signal_or_trace() {
     assert_has(&out, "prctl -1 1");
     assert_has(&out, "ptrace -1 1");
 }
+
+/// Runs `call` on another thread; fails the test if it does not return
+/// within `secs` (a read that blocks on a pipe would hang forever).
+fn within<T: Send + 'static>(secs: u64, call: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the tool call hung")
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[test]
+fn pipes_and_devices_are_refused_without_blocking() {
+    let f = std::sync::Arc::new(Fixture::new());
+    mkfifo(&f.path("pipe"));
+    std::os::unix::fs::symlink("/dev/zero", f.path("zero")).ok();
+    for (tool, args) in [
+        ("read_file", json!({"path": "pipe"})),
+        ("file_info", json!({"path": "pipe"})),
+        ("delete_path", json!({"path": "pipe"})),
+        (
+            "edit_file",
+            json!({"path": "pipe", "action": "delete", "start_line": 1}),
+        ),
+        ("read_pdf", json!({"path": "pipe"})),
+    ] {
+        let g = f.clone();
+        let e = within(10, move || g.err(tool, args));
+        assert!(
+            e.contains("named pipe") || e.contains("outside the workspace"),
+            "{tool}: {e}"
+        );
+    }
+    assert!(f.path("pipe").exists(), "the pipe is left as it was");
+}
+
+#[test]
+fn undo_of_a_change_to_a_pipe_does_not_block() {
+    let f = std::sync::Arc::new(Fixture::new());
+    f.ok("write_file", json!({"path": "p", "content": "x\n"}));
+    std::fs::remove_file(f.path("p")).unwrap();
+    mkfifo(&f.path("p"));
+    let g = f.clone();
+    let e = within(10, move || g.err("undo", json!({})));
+    assert_has(&e, "named pipe");
+}
+
+#[test]
+fn a_huge_sparse_file_is_not_read_into_memory() {
+    let f = std::sync::Arc::new(Fixture::new());
+    let big = std::fs::File::create(f.path("big.log")).unwrap();
+    big.set_len(6 << 30).unwrap();
+    let g = f.clone();
+    let e = within(10, move || g.err("read_file", json!({"path": "big.log"})));
+    assert_has(&e, "6.0 GiB");
+    assert_has(&e, "grep");
+    let g = f.clone();
+    let info = within(10, move || {
+        g.ok_text("file_info", json!({"path": "big.log"}))
+    });
+    assert_has(&info, "6442450944 bytes");
+    let g = f.clone();
+    let e = within(10, move || g.err("delete_path", json!({"path": "big.log"})));
+    assert_has(&e, "too large to keep for undo");
+    assert!(f.path("big.log").exists());
+}
+
+#[test]
+fn writes_inside_git_are_refused() {
+    let f = Fixture::new();
+    f.ok("git", json!({"action": "init"}));
+    let config = f.read(".git/config");
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = touch /tmp/x\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": ".git/config", "action": "delete", "start_line": 1}),
+        ),
+        ("make_dir", json!({"path": ".git/hooks2"})),
+        ("delete_path", json!({"path": ".git", "recursive": true})),
+        (
+            "write_file",
+            json!({"path": "sub/.git/config", "content": "x"}),
+        ),
+    ] {
+        assert_has(&f.err(tool, args), "inside a `.git` folder");
+    }
+    assert_eq!(f.read(".git/config"), config);
+    assert!(!f.path(".git/hooks2").exists());
+}
+
+/// Writes `.git/config` as a script in the workspace could, then asks git
+/// to act; git must refuse and the planted command must not run.
+fn git_refuses_config(setting: &str, value: &str, action: serde_json::Value) {
+    let f = Fixture::new();
+    f.ok("write_file", json!({"path": "a.txt", "content": "a\n"}));
+    f.ok(
+        "write_file",
+        json!({"path": ".gitattributes", "content": "* filter=evil diff=evil\n"}),
+    );
+    f.ok("git", json!({"action": "init"}));
+    let marker = f.dir.path().join("pwned");
+    let (section, key) = setting.rsplit_once('.').unwrap();
+    let (name, sub) = match section.split_once('.') {
+        Some((n, s)) => (n.to_string(), format!(" \"{s}\"")),
+        None => (section.to_string(), String::new()),
+    };
+    let mut config = std::fs::read_to_string(f.path(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[{name}{sub}]\n\t{key} = {}\n",
+        value.replace("MARKER", &marker.display().to_string())
+    ));
+    std::fs::write(f.path(".git/config"), config).unwrap();
+    let e = f.err("git", action);
+    assert_has(&e, "can make git run a program");
+    assert_has(&e, &setting.to_ascii_lowercase());
+    assert!(!marker.exists(), "{setting} ran a command");
+}
+
+#[test]
+fn git_filter_drivers_are_refused() {
+    git_refuses_config(
+        "filter.evil.clean",
+        "sh -c 'touch MARKER'",
+        json!({"action": "add", "paths": ["a.txt"]}),
+    );
+}
+
+#[test]
+fn git_fsmonitor_is_refused() {
+    git_refuses_config(
+        "core.fsmonitor",
+        "sh -c 'touch MARKER'",
+        json!({"action": "status"}),
+    );
+}
+
+#[test]
+fn git_external_diff_and_textconv_are_refused() {
+    git_refuses_config(
+        "diff.external",
+        "sh -c 'touch MARKER'",
+        json!({"action": "diff"}),
+    );
+    git_refuses_config(
+        "diff.evil.textconv",
+        "sh -c 'touch MARKER'",
+        json!({"action": "diff"}),
+    );
+}
+
+#[test]
+fn git_signing_programs_and_includes_are_refused() {
+    git_refuses_config(
+        "gpg.program",
+        "sh -c 'touch MARKER'",
+        json!({"action": "commit", "message": "m"}),
+    );
+    git_refuses_config("include.path", "../a.txt", json!({"action": "status"}));
+}
+
+#[test]
+fn git_refuses_a_linked_repository() {
+    let f = Fixture::new();
+    let elsewhere = f.dir.path().join("other");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&elsewhere)
+        .status()
+        .unwrap();
+    std::os::unix::fs::symlink(elsewhere.join(".git"), f.path(".git")).unwrap();
+    assert_has(&f.err("git", json!({"action": "status"})), "symbolic link");
+    std::fs::remove_file(f.path(".git")).unwrap();
+    std::fs::write(f.path(".git"), "gitdir: ../other/.git\n").unwrap();
+    assert_has(&f.err("git", json!({"action": "status"})), "is a file");
+}
+
+#[test]
+fn git_checkout_can_be_undone() {
+    let f = Fixture::new();
+    f.ok(
+        "write_file",
+        json!({"path": "a.txt", "content": "committed\n"}),
+    );
+    f.ok("git", json!({"action": "init"}));
+    f.ok("git", json!({"action": "add", "paths": ["a.txt"]}));
+    f.ok("git", json!({"action": "commit", "message": "first"}));
+    f.ok(
+        "write_file",
+        json!({"path": "a.txt", "content": "work in progress\n"}),
+    );
+    f.ok("git", json!({"action": "checkout", "paths": ["a.txt"]}));
+    assert_eq!(f.read("a.txt"), "committed\n");
+    f.ok("undo", json!({}));
+    assert_eq!(f.read("a.txt"), "work in progress\n");
+}
+
+#[test]
+fn recipe_values_are_not_expanded_again() {
+    let f = Fixture::new();
+    f.ok(
+        "recipe",
+        json!({"action": "save", "name": "bomb", "template": "{a}{b}{c}{d}"}),
+    );
+    let out = f.ok_text(
+        "recipe",
+        json!({"action": "fill", "name": "bomb", "values": {"a": "{b}{b}", "b": "{c}{c}", "c": "{d}{d}", "d": "x"}}),
+    );
+    assert_has(&out, "{b}{b}{c}{c}{d}{d}x");
+    let huge = "y".repeat(200_000);
+    let e = f.err(
+        "recipe",
+        json!({"action": "fill", "name": "bomb", "values": {"a": huge, "b": huge, "c": "", "d": ""}}),
+    );
+    assert_has(&e, "use shorter values");
+}
+
+#[test]
+fn deep_calculator_nesting_is_refused_not_a_crash() {
+    let f = Fixture::new();
+    let deep = format!("{}1{}", "(".repeat(900), ")".repeat(900));
+    assert_has(
+        &f.err("calculator", json!({"expression": deep})),
+        "nested more than",
+    );
+    let signs = format!("{}1", "-".repeat(1900));
+    assert_has(
+        &f.err("calculator", json!({"expression": signs})),
+        "nested more than",
+    );
+    assert_has(
+        &f.ok_text("calculator", json!({"expression": "((2+3))*-(-4)"})),
+        "20",
+    );
+}
+
+#[test]
+fn every_tool_output_is_capped() {
+    let f = Fixture::new();
+    let out = f.ok_text("python", json!({"code": "print('z' * 10_000_000)"}));
+    assert!(
+        out.len() <= reverie_tools::MAX_TOOL_OUTPUT + 100,
+        "{}",
+        out.len()
+    );
+    assert_has(&out, "bytes cut");
+}

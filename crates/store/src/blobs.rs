@@ -23,11 +23,25 @@ pub(crate) fn path_of(root: &Path, hash: &BlobHash) -> PathBuf {
     root.join(&hash.0[..2]).join(&hash.0[2..])
 }
 
-/// Writes `bytes` under `root` unless the blob already exists.
+/// Whether the blob at `dest` is whole: the right size and hash. A blob
+/// cut short by a crash or a full disk is written again.
+fn is_whole(dest: &Path, bytes: &[u8], hash: &BlobHash) -> bool {
+    match fs::metadata(dest) {
+        Ok(m) if m.len() == bytes.len() as u64 => {
+            fs::read(dest).is_ok_and(|b| BlobHash::of(&b) == *hash)
+        }
+        _ => false,
+    }
+}
+
+/// Writes `bytes` under `root` unless a whole copy is already there.
+/// Each writer has its own temporary file (two writers of the same bytes
+/// never share one); the file is synced, renamed into place, and the
+/// folder synced so the rename survives a crash.
 pub(crate) fn write(root: &Path, bytes: &[u8]) -> Result<BlobHash> {
     let hash = BlobHash::of(bytes);
     let dest = path_of(root, &hash);
-    if dest.exists() {
+    if is_whole(&dest, bytes, &hash) {
         return Ok(hash);
     }
     let io = |path: &Path| {
@@ -36,14 +50,27 @@ pub(crate) fn write(root: &Path, bytes: &[u8]) -> Result<BlobHash> {
     };
     let dir = dest.parent().expect("blob path has a parent");
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!(".{}.partial", &hash.0[2..]));
-    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    let mut perms = f.metadata().map_err(io(&tmp))?.permissions();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", &hash.0[2..10]))
+        .suffix(".partial")
+        .tempfile_in(dir)
+        .map_err(io(dir))?;
+    tmp.write_all(bytes).map_err(io(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io(tmp.path()))?;
+    let mut perms = tmp
+        .as_file()
+        .metadata()
+        .map_err(io(tmp.path()))?
+        .permissions();
     perms.set_readonly(true);
-    fs::set_permissions(&tmp, perms).map_err(io(&tmp))?;
-    fs::rename(&tmp, &dest).map_err(io(&dest))?;
+    fs::set_permissions(tmp.path(), perms).map_err(io(tmp.path()))?;
+    tmp.persist(&dest).map_err(|e| StoreError::Blob {
+        path: dest.clone(),
+        source: e.error,
+    })?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))?;
     Ok(hash)
 }
 

@@ -192,6 +192,12 @@ pub const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL
     );
     "#,
+    // 9: channel ids are never reused: a new channel must not inherit a
+    // deleted one's workspace, undo history or jobs.
+    r#"
+    CREATE TABLE channel_ids (last INTEGER NOT NULL);
+    INSERT INTO channel_ids SELECT COALESCE(MAX(id), 0) FROM channels;
+    "#,
 ];
 
 #[cfg(test)]

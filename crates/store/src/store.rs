@@ -89,13 +89,21 @@ impl Store {
 
     pub fn create_channel(&self, name: &str) -> Result<ChannelId> {
         let name = reverie_core::channel_name(name)?;
-        let conn = self.conn();
-        let res = conn.execute(
-            "INSERT INTO channels (name, created_ms) VALUES (?1, ?2)",
-            params![name, now_ms()],
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        // Ids come from a counter that only grows (never max(id) + 1).
+        let id: i64 = tx.query_row(
+            "UPDATE channel_ids SET last = MAX(last, (SELECT COALESCE(MAX(id), 0) FROM channels)) + 1
+             RETURNING last",
+            [],
+            |r| r.get(0),
+        )?;
+        let res = tx.execute(
+            "INSERT INTO channels (id, name, created_ms) VALUES (?1, ?2, ?3)",
+            params![id, name, now_ms()],
         );
-        match res {
-            Ok(_) => Ok(ChannelId(conn.last_insert_rowid())),
+        match res.and_then(|_| tx.commit()) {
+            Ok(()) => Ok(ChannelId(id)),
             Err(rusqlite::Error::SqliteFailure(e, _))
                 if e.code == rusqlite::ErrorCode::ConstraintViolation =>
             {

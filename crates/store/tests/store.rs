@@ -95,6 +95,65 @@ fn blobs_are_content_addressed_and_read_only() {
 }
 
 #[test]
+fn a_new_channel_never_reuses_a_deleted_ones_id() {
+    let (d, s) = open();
+    let a = s.create_channel("a").unwrap();
+    let b = s.create_channel("b").unwrap();
+    s.delete_channel(b).unwrap();
+    let c = s.create_channel("c").unwrap();
+    assert!(c.0 > b.0, "{c:?} reuses {b:?}");
+    s.delete_channel(c).unwrap();
+    drop(s);
+    let s = Store::open(&Home::new(d.path())).unwrap();
+    let e = s.create_channel("e").unwrap();
+    assert!(e.0 > c.0 && e.0 > a.0, "{e:?} after a reopen reuses an id");
+}
+
+#[test]
+fn writers_of_the_same_blob_do_not_collide() {
+    let (_d, s) = open();
+    let s = std::sync::Arc::new(s);
+    let bytes: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, bytes) = (s.clone(), bytes.clone());
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| s.put_blob("same.bin", &bytes).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        for hash in h.join().unwrap() {
+            assert_eq!(s.blob(&hash).unwrap(), bytes);
+        }
+    }
+    let dir = s.blob_path(&BlobHash::of(&bytes));
+    let left: Vec<_> = std::fs::read_dir(dir.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn a_truncated_blob_is_detected_and_written_again() {
+    let (_d, s) = open();
+    let h = s.put_blob("a.txt", b"the whole text").unwrap();
+    let path = s.blob_path(&h);
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&path, perms).unwrap();
+    std::fs::write(&path, b"the wh").unwrap();
+    assert!(matches!(s.blob(&h), Err(StoreError::BlobMismatch(_))));
+    assert_eq!(s.put_blob("a.txt", b"the whole text").unwrap(), h);
+    assert_eq!(s.blob(&h).unwrap(), b"the whole text");
+}
+
+#[test]
 fn reopening_keeps_schema_and_data() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new(dir.path());
@@ -105,7 +164,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 8);
+    assert_eq!(s.schema_version().unwrap(), 9);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }

@@ -33,9 +33,51 @@ pub fn set_active(home: &Home, path: &Path) -> Result<PathBuf, ModelError> {
     let path = fs::canonicalize(path).map_err(io(path))?;
     reverie_gguf::GgufFile::open(&path)?;
     fs::create_dir_all(home.root()).map_err(io(home.root()))?;
-    let file = home.active_model_file();
-    let tmp = file.with_extension("partial");
-    fs::write(&tmp, format!("{}\n", path.display())).map_err(io(&tmp))?;
-    fs::rename(&tmp, &file).map_err(io(&file))?;
+    write_pointer(&home.active_model_file(), &format!("{}\n", path.display()))?;
     Ok(path)
+}
+
+/// Replaces the small file `file` with `text` so that a crash at any point
+/// leaves either the old or the new text: a temporary file named for this
+/// process, synced, renamed over, and the folder synced. Temporary files
+/// left by processes that died are removed.
+pub fn write_pointer(file: &Path, text: &str) -> Result<(), ModelError> {
+    use std::io::Write;
+    static ONE_WRITER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    remove_dead_writers(dir, &name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(io(&tmp))?;
+    fs::rename(&tmp, file).map_err(io(file))?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))
+}
+
+/// Removes `.NAME.PID.tmp` files whose process is gone.
+fn remove_dead_writers(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let pid = n
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".tmp"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
 }

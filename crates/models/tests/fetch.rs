@@ -173,3 +173,30 @@ fn active_model_resolution() {
         chosen
     );
 }
+
+#[test]
+fn pip_is_asked_for_wheels_only_and_ignores_user_settings() {
+    // A stand-in for pip that records how it was called.
+    let dir = tempfile::tempdir().unwrap();
+    let args_file = dir.path().join("args");
+    let fake_python = dir.path().join("python3");
+    std::fs::write(
+        &fake_python,
+        format!(
+            "#!/bin/sh\necho \"$@\" > {}\necho 'ERROR: no network' >&2\nexit 1\n",
+            args_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake_python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let source = WheelSource::Pip {
+        python: fake_python.display().to_string(),
+    };
+    assert!(fetch::fetch(&home, &spec(&[b"x"], None), &source, &mut |_| {}).is_err());
+    let args = std::fs::read_to_string(&args_file).unwrap();
+    for flag in ["--only-binary=:all:", "--isolated", "--no-deps"] {
+        assert!(args.contains(flag), "{flag} missing from: {args}");
+    }
+}

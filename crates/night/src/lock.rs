@@ -1,7 +1,11 @@
-//! While a night runs, chat waits: a lock file in the data folder names the
-//! process and the night. A lock left by a process that no longer exists is
-//! ignored (a killed night must not block the morning).
+//! While a night runs, chat waits. The night holds an OS lock (`flock`) on
+//! `sleeping` in the data folder for as long as it runs; the file also
+//! names the process, for messages. The kernel drops the lock when the
+//! process ends in any way, so a killed night never blocks the morning,
+//! and two nights can never both take it.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use reverie_core::Home;
@@ -10,36 +14,68 @@ fn path(home: &Home) -> PathBuf {
     home.root().join("sleeping")
 }
 
-/// Held for as long as a night runs; removes the lock file when dropped.
+fn open(home: &Home) -> std::io::Result<File> {
+    std::fs::create_dir_all(home.root())?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path(home))
+}
+
+/// Held for as long as a night runs; the lock goes with it.
 pub struct SleepGuard {
-    path: PathBuf,
+    file: File,
 }
 
 impl SleepGuard {
+    /// Takes the lock, or says which process holds it.
     pub fn acquire(home: &Home) -> std::io::Result<SleepGuard> {
-        std::fs::create_dir_all(home.root())?;
-        let path = path(home);
-        std::fs::write(&path, std::process::id().to_string())?;
-        Ok(SleepGuard { path })
+        let mut file = open(home)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder =
+                    holder(&mut file).map_or("another process".into(), |p| format!("process {p}"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!("a night is already running ({holder}); wait for it or stop it"),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        file.set_len(0)?;
+        file.write_all(std::process::id().to_string().as_bytes())?;
+        file.sync_all()?;
+        Ok(SleepGuard { file })
     }
 }
 
 impl Drop for SleepGuard {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // The file stays (removing it would let a second night lock a
+        // different inode); only the lock goes.
+        let _ = self.file.set_len(0);
+        let _ = self.file.unlock();
     }
 }
 
-/// The pid of a running night, if one is running.
+fn holder(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// The pid of a running night, if one is running (0 when the holder did
+/// not write its pid yet).
 pub fn sleeping(home: &Home) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(path(home))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    std::path::Path::new(&format!("/proc/{pid}"))
-        .exists()
-        .then_some(pid)
+    let mut file = std::fs::File::open(path(home)).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => None,
+        Err(_) => Some(holder(&mut file).unwrap_or(0)),
+    }
 }
 
 #[cfg(test)]
@@ -53,13 +89,18 @@ mod tests {
         assert_eq!(sleeping(&home), None);
         let g = SleepGuard::acquire(&home).unwrap();
         assert_eq!(sleeping(&home), Some(std::process::id()));
+        let second = SleepGuard::acquire(&home)
+            .err()
+            .expect("one night at a time");
+        assert!(second.to_string().contains("already running"), "{second}");
         drop(g);
         assert_eq!(sleeping(&home), None);
         std::fs::write(dir.path().join("sleeping"), "4000000000").unwrap();
         assert_eq!(
             sleeping(&home),
             None,
-            "a dead process does not hold the lock"
+            "a pid left in the file does not hold the lock"
         );
+        drop(SleepGuard::acquire(&home).unwrap());
     }
 }

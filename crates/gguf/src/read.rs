@@ -47,6 +47,15 @@ pub struct GgufFile {
     pub file_size: u64,
 }
 
+/// Largest data alignment accepted (llama.cpp writes 32).
+const MAX_ALIGNMENT: u64 = 1 << 20;
+/// Most tensors a file may declare.
+const MAX_TENSORS: u64 = 1 << 20;
+/// Most metadata entries a file may declare.
+const MAX_METADATA: u64 = 1 << 20;
+/// Most items in one metadata array (vocabularies have about 10^5–10^6).
+const MAX_ARRAY_ITEMS: u64 = 1 << 23;
+
 struct Cursor<R> {
     inner: R,
     pos: u64,
@@ -56,11 +65,12 @@ struct Cursor<R> {
 
 impl<R: Read> Cursor<R> {
     fn bytes(&mut self, n: u64, what: &str) -> Result<Vec<u8>, GgufError> {
-        if self.pos + n > self.size {
+        let end = self.pos.checked_add(n).filter(|end| *end <= self.size);
+        if end.is_none() {
             return Err(GgufError::Truncated {
                 path: self.path.clone(),
                 what: what.to_string(),
-                needed: self.pos + n,
+                needed: self.pos.saturating_add(n),
                 size: self.size,
             });
         }
@@ -95,21 +105,25 @@ impl<R: Read> Cursor<R> {
         }
     }
 
-    /// A count that claims more items than bytes left is corrupt; checking
-    /// first avoids a huge allocation on garbage input.
-    fn count(&mut self, what: &str) -> Result<u64, GgufError> {
+    /// A count of items of at least `item_bytes` each, at most `max`. One
+    /// that claims more than the bytes left, or more than any real model
+    /// has, is corrupt; checking first avoids huge allocations on garbage.
+    fn count(&mut self, what: &str, item_bytes: u64, max: u64) -> Result<u64, GgufError> {
         let n = self.u64(what)?;
-        if n > self.size.saturating_sub(self.pos) {
+        let left = self.size.saturating_sub(self.pos);
+        if n.saturating_mul(item_bytes) > left {
             return Err(self.corrupt(format!(
-                "{what} is {n}, more than the {} bytes left in the file",
-                self.size.saturating_sub(self.pos)
+                "{what} is {n}, more than the {left} bytes left in the file can hold"
             )));
+        }
+        if n > max {
+            return Err(self.corrupt(format!("{what} is {n}; no model has more than {max}")));
         }
         Ok(n)
     }
 
     fn string(&mut self, what: &str) -> Result<String, GgufError> {
-        let n = self.count(what)?;
+        let n = self.count(what, 1, u64::MAX)?;
         let raw = self.bytes(n, what)?;
         String::from_utf8(raw).map_err(|_| self.corrupt(format!("{what} is not valid UTF-8")))
     }
@@ -133,8 +147,10 @@ impl<R: Read> Cursor<R> {
                 let item = ValueType::from_u32(raw)
                     .filter(|t| *t != ValueType::Array)
                     .ok_or_else(|| self.corrupt(format!("{key}: bad array item type {raw}")))?;
-                let n = self.count(key)?;
-                let mut items = Vec::with_capacity(n as usize);
+                let n = self.count(key, item.min_bytes(), MAX_ARRAY_ITEMS)?;
+                // Capacity is never taken from the file: it grows as items
+                // are actually read.
+                let mut items = Vec::new();
                 for _ in 0..n {
                     items.push(self.value(item, key)?);
                 }
@@ -162,8 +178,19 @@ impl GgufFile {
                 source,
             })?
             .len();
+        GgufFile::read_from(path, BufReader::with_capacity(1 << 20, file), size)
+    }
+
+    /// Reads and validates a header from `reader`, which holds `size`
+    /// bytes; `path` names it in errors.
+    pub fn read_from<R: Read>(
+        path: impl Into<PathBuf>,
+        reader: R,
+        size: u64,
+    ) -> Result<GgufFile, GgufError> {
+        let path = path.into();
         let mut c = Cursor {
-            inner: BufReader::with_capacity(1 << 20, file),
+            inner: reader,
             pos: 0,
             size,
             path: path.clone(),
@@ -186,9 +213,11 @@ impl GgufFile {
         if !(2..=3).contains(&version) {
             return Err(GgufError::UnsupportedVersion { path, version });
         }
-        let n_tensors = c.count("tensor count")?;
-        let n_kv = c.count("metadata count")?;
-        let mut metadata = Vec::with_capacity(n_kv as usize);
+        // A tensor entry is at least 8 (name length) + 4 + 8 + 4 + 8 bytes; a
+        // metadata entry at least 8 + 4 + 1.
+        let n_tensors = c.count("tensor count", 32, MAX_TENSORS)?;
+        let n_kv = c.count("metadata count", 13, MAX_METADATA)?;
+        let mut metadata = Vec::new();
         for _ in 0..n_kv {
             let key = c.string("metadata key")?;
             let raw = c.u32(&key)?;
@@ -197,7 +226,7 @@ impl GgufFile {
             let value = c.value(ty, &key)?;
             metadata.push((key, value));
         }
-        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        let mut tensors = Vec::new();
         for _ in 0..n_tensors {
             let name = c.string("tensor name")?;
             let n_dims = c.u32(&name)?;
@@ -215,6 +244,15 @@ impl GgufFile {
                     type_id,
                 })?;
             let offset = c.u64(&name)?;
+            if dims
+                .iter()
+                .try_fold(1u64, |a, d| a.checked_mul(*d))
+                .is_none()
+            {
+                return Err(c.corrupt(format!(
+                    "tensor {name} has dimensions {dims:?}, whose product overflows"
+                )));
+            }
             tensors.push(TensorInfo {
                 name,
                 dims,
@@ -227,10 +265,14 @@ impl GgufFile {
             .find(|(k, _)| k == "general.alignment")
             .and_then(|(_, v)| v.as_u64())
             .unwrap_or(DEFAULT_ALIGNMENT);
-        if alignment == 0 || !alignment.is_power_of_two() {
+        if alignment == 0 || !alignment.is_power_of_two() || alignment > MAX_ALIGNMENT {
             return Err(c.corrupt(format!("general.alignment is {alignment}")));
         }
-        let data_offset = c.pos.div_ceil(alignment) * alignment;
+        let data_offset = c
+            .pos
+            .div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or_else(|| c.corrupt(format!("general.alignment is {alignment}")))?;
         let file = GgufFile {
             path,
             version,
@@ -252,14 +294,20 @@ impl GgufFile {
                     t.name, t.dims[0], t.dtype
                 ),
             })?;
-            let end = self.data_offset + t.offset + len;
-            if end > self.file_size {
-                return Err(GgufError::Truncated {
-                    path: self.path.clone(),
-                    what: format!("tensor {}", t.name),
-                    needed: end,
-                    size: self.file_size,
-                });
+            let end = self
+                .data_offset
+                .checked_add(t.offset)
+                .and_then(|e| e.checked_add(len));
+            match end {
+                Some(end) if end <= self.file_size => {}
+                _ => {
+                    return Err(GgufError::Truncated {
+                        path: self.path.clone(),
+                        what: format!("tensor {}", t.name),
+                        needed: end.unwrap_or(u64::MAX),
+                        size: self.file_size,
+                    })
+                }
             }
         }
         Ok(())

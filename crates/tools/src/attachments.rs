@@ -2,8 +2,6 @@
 //! workspace under `attachments/`, through the workspace sandbox, under
 //! their own name (never over an existing file).
 
-use std::io::Write;
-
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -30,52 +28,35 @@ pub fn attachment_name(file_name: &str) -> Result<String, ToolError> {
 
 /// Saves `bytes` as `attachments/NAME` in `workspace` (numbered `NAME-2`,
 /// `NAME-3`, … when the name is taken) and returns the path the agent
-/// finds it under. The folder is resolved through the sandbox (a symlink
-/// planted in the workspace cannot lead the write out), the bytes go to a
-/// fresh temporary file in it and are fsynced, and the rename never
-/// replaces an existing file.
+/// finds it under. The folder is opened beneath the workspace root (a
+/// symlink planted in the workspace cannot lead the write out), the bytes
+/// go to a fresh temporary file in it and are fsynced, and the rename
+/// never replaces an existing file.
 pub fn save_attachment(
     workspace: &Workspace,
     file_name: &str,
     bytes: &[u8],
 ) -> Result<String, ToolError> {
     let name = attachment_name(file_name)?;
-    let dir = workspace.resolve(ATTACHMENTS)?;
-    std::fs::create_dir_all(&dir).map_err(|e| ToolError::io(ATTACHMENTS, e))?;
-    // Created after the check: check again that it is the folder inside.
-    workspace.resolve(ATTACHMENTS)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".attachment-")
-        .tempfile_in(&dir)
+    let dir = workspace.resolve_for_change(ATTACHMENTS)?;
+    workspace
+        .make_dirs(&dir)
         .map_err(|e| ToolError::io(ATTACHMENTS, e))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| ToolError::io(&name, e))?;
     let (stem, ext) = match name.rsplit_once('.') {
         Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
         _ => (name.clone(), String::new()),
     };
-    let mut n = 1;
-    loop {
-        let candidate = if n == 1 {
+    let candidates = (1..10_000).map(|n| {
+        if n == 1 {
             name.clone()
         } else {
             format!("{stem}-{n}{ext}")
-        };
-        match tmp.persist_noclobber(dir.join(&candidate)) {
-            Ok(_) => {
-                if let Ok(d) = std::fs::File::open(&dir) {
-                    let _ = d.sync_all();
-                }
-                return Ok(format!("{ATTACHMENTS}/{candidate}"));
-            }
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                tmp = e.file;
-                n += 1;
-            }
-            Err(e) => return Err(ToolError::io(&candidate, e.error)),
         }
-    }
+    });
+    let saved = workspace
+        .save_new(&dir, bytes, candidates)
+        .map_err(|e| ToolError::io(&name, e))?;
+    Ok(format!("{ATTACHMENTS}/{saved}"))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::error::ToolError;
 use crate::history::{write_atomic, Recorder};
 use crate::output::cap_line;
-use crate::workspace::{check_not_special, read_regular};
+use crate::workspace::check_not_special;
 use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
 /// Largest text file the file tools read whole.
@@ -28,7 +28,7 @@ pub(crate) fn read_text(
     rel: &str,
 ) -> Result<(std::path::PathBuf, String), ToolError> {
     let abs = tb.workspace().resolve(rel)?;
-    let bytes = read_regular(
+    let bytes = tb.workspace().read_regular(
         &abs,
         rel,
         MAX_TEXT_BYTES,
@@ -124,7 +124,9 @@ fn write_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let rec = Recorder::creating(tb, &abs)?;
     let existed = abs.exists();
     if let Some(parent) = abs.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&a.path, e))?;
+        tb.workspace()
+            .make_dirs(parent)
+            .map_err(|e| ToolError::io(&a.path, e))?;
     }
     write_atomic(tb, &abs, a.content.as_bytes())?;
     let verb = if existed { "overwrote" } else { "created" };
@@ -286,7 +288,9 @@ fn make_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         return Ok(format!("{} already exists", a.path).into());
     }
     let rec = Recorder::creating(tb, &abs)?;
-    std::fs::create_dir_all(&abs).map_err(|e| ToolError::io(&a.path, e))?;
+    tb.workspace()
+        .make_dirs(&abs)
+        .map_err(|e| ToolError::io(&a.path, e))?;
     rec.commit(tb, "make_dir", &format!("created folder {}", a.path))?;
     Ok(format!("created folder {}", a.path).into())
 }
@@ -322,11 +326,15 @@ fn delete_path(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             )));
         }
         let rec = Recorder::tree(tb, &abs)?;
-        std::fs::remove_dir_all(&abs).map_err(|e| ToolError::io(&a.path, e))?;
+        tb.workspace()
+            .remove(&abs)
+            .map_err(|e| ToolError::io(&a.path, e))?;
         rec
     } else {
         let rec = Recorder::path(tb, &abs)?;
-        std::fs::remove_file(&abs).map_err(|e| ToolError::io(&a.path, e))?;
+        tb.workspace()
+            .remove(&abs)
+            .map_err(|e| ToolError::io(&a.path, e))?;
         rec
     };
     rec.commit(tb, "delete_path", &format!("deleted {}", a.path))?;
@@ -349,7 +357,10 @@ fn file_info(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let modified = meta.modified().map(rfc3339).unwrap_or_default();
     let mut out = format!("{shown}: {kind}, {} bytes, modified {modified}", meta.len());
     if meta.is_file() {
-        match read_regular(&abs, &shown, MAX_TEXT_BYTES, "") {
+        match tb
+            .workspace()
+            .read_regular(&abs, &shown, MAX_TEXT_BYTES, "")
+        {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => out.push_str(&format!(", {} lines of text", text.lines().count())),
                 Err(_) => out.push_str(", binary"),

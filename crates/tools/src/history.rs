@@ -53,7 +53,7 @@ fn state_of(tb: &Toolbox, abs: &Path, keep: bool) -> Result<PathState, ToolError
     } else if ft.is_dir() {
         PathState::Dir
     } else {
-        let bytes = crate::workspace::read_regular(
+        let bytes = tb.workspace().read_regular(
             abs,
             &shown,
             MAX_SNAPSHOT_BYTES,
@@ -168,21 +168,12 @@ impl Recorder {
 }
 
 /// Writes `bytes` to `abs` through a temporary file and a rename, so a
-/// crash or a full disk leaves the old file whole.
+/// crash or a full disk leaves the old file whole; opened beneath the
+/// workspace root, so a swapped symlink cannot redirect it.
 pub(crate) fn write_atomic(tb: &Toolbox, abs: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    use std::io::Write;
-    let shown = tb.workspace().display(abs);
-    let dir = abs.parent().unwrap_or(tb.workspace().root());
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| ToolError::io(&shown, e))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| ToolError::io(&shown, e))?;
-    if let Ok(meta) = abs.metadata() {
-        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
-    }
-    tmp.persist(abs)
-        .map_err(|e| ToolError::io(&shown, e.error))?;
-    Ok(())
+    tb.workspace()
+        .write_atomic(abs, bytes)
+        .map_err(|e| ToolError::io(&tb.workspace().display(abs), e))
 }
 
 /// Puts `abs` into `state`.
@@ -191,8 +182,7 @@ fn restore(tb: &Toolbox, abs: &Path, state: &PathState) -> Result<(), ToolError>
     let io = |e| ToolError::io(&shown, e);
     let clear = |abs: &Path| -> Result<(), ToolError> {
         match abs.symlink_metadata() {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(abs).map_err(io),
-            Ok(_) => std::fs::remove_file(abs).map_err(io),
+            Ok(_) => tb.workspace().remove(abs).map_err(io),
             Err(_) => Ok(()),
         }
     };
@@ -202,7 +192,7 @@ fn restore(tb: &Toolbox, abs: &Path, state: &PathState) -> Result<(), ToolError>
             if !abs.is_dir() {
                 clear(abs)?;
             }
-            std::fs::create_dir_all(abs).map_err(io)
+            tb.workspace().make_dirs(abs).map_err(io)
         }
         PathState::File { blob } => {
             let bytes = tb.store().blob(&BlobHash(blob.clone()))?;

@@ -38,6 +38,7 @@
 //! ```
 
 pub mod attachments;
+mod beneath;
 mod board;
 pub mod calculator;
 mod camera;

@@ -32,7 +32,7 @@ fn ten() -> usize {
 
 fn read_bytes(tb: &Toolbox, rel: &str, max: u64) -> Result<Vec<u8>, ToolError> {
     let abs = tb.workspace().resolve(rel)?;
-    crate::workspace::read_regular(&abs, rel, max, "")
+    tb.workspace().read_regular(&abs, rel, max, "")
 }
 
 fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {

@@ -146,44 +146,47 @@ pub(crate) fn check_not_special(meta: &std::fs::Metadata, rel: &str) -> Result<(
     }
 }
 
-/// The bytes of the regular file `abs` (`rel` in messages). Pipes,
-/// sockets and devices are refused without blocking (the file is opened
-/// non-blocking and checked on the open handle), and a file over `max`
-/// bytes is refused before anything is read; `too_big` says what to do
-/// instead.
-pub(crate) fn read_regular(
-    abs: &Path,
-    rel: &str,
-    max: u64,
-    too_big: &str,
-) -> Result<Vec<u8>, ToolError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(abs)
-        .map_err(|e| ToolError::io(rel, e))?;
-    let meta = file.metadata().map_err(|e| ToolError::io(rel, e))?;
-    if meta.is_dir() {
-        return Err(ToolError::refused(format!(
-            "`{rel}` is a folder, not a file; use list_dir to see what is in it"
-        )));
+impl Workspace {
+    /// The bytes of the regular file `abs` (`rel` in messages), opened
+    /// beneath the root. Pipes, sockets and devices are refused without
+    /// blocking (the file is opened non-blocking and checked on the open
+    /// handle), and a file over `max` bytes is refused before anything is
+    /// read; `too_big` says what to do instead.
+    pub(crate) fn read_regular(
+        &self,
+        abs: &Path,
+        rel: &str,
+        max: u64,
+        too_big: &str,
+    ) -> Result<Vec<u8>, ToolError> {
+        use std::io::Read;
+        let file = self
+            .open_read(
+                abs,
+                rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+            )
+            .map_err(|e| ToolError::io(rel, e))?;
+        let meta = file.metadata().map_err(|e| ToolError::io(rel, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::refused(format!(
+                "`{rel}` is a folder, not a file; use list_dir to see what is in it"
+            )));
+        }
+        check_not_special(&meta, rel)?;
+        if meta.len() > max {
+            return Err(ToolError::refused(format!(
+                "`{rel}` is {}; the limit is {}. {too_big}",
+                human_bytes(meta.len()),
+                human_bytes(max)
+            )));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // A file that grows while read stops at the limit.
+        file.take(max)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ToolError::io(rel, e))?;
+        Ok(bytes)
     }
-    check_not_special(&meta, rel)?;
-    if meta.len() > max {
-        return Err(ToolError::refused(format!(
-            "`{rel}` is {}; the limit is {}. {too_big}",
-            human_bytes(meta.len()),
-            human_bytes(max)
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // A file that grows while read stops at the limit.
-    file.take(max)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::io(rel, e))?;
-    Ok(bytes)
 }
 
 /// `n` bytes in the largest unit that keeps it above 1.

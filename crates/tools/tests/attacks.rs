@@ -478,3 +478,79 @@ fn every_tool_output_is_capped() {
     );
     assert_has(&out, "bytes cut");
 }
+
+#[test]
+fn a_folder_swapped_for_a_symlink_cannot_redirect_writes_or_reads() {
+    let f = std::sync::Arc::new(Fixture::new());
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "SECRET\n").unwrap();
+    let sub = f.path("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (sub, outside, stop) = (sub.clone(), outside.clone(), stop.clone());
+        let parked = sub.with_file_name("sub.real");
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Folder -> symlink out -> folder, as fast as possible.
+                if std::fs::rename(&sub, &parked).is_ok() {
+                    let _ = std::os::unix::fs::symlink(&outside, &sub);
+                    let _ = std::fs::remove_file(&sub);
+                    let _ = std::fs::rename(&parked, &sub);
+                    swaps += 1;
+                }
+            }
+            swaps
+        })
+    };
+    let (mut written, mut read) = (0, 0);
+    for i in 0..3000 {
+        let name = format!("sub/f{}.txt", i % 50);
+        if f.tools
+            .call("write_file", &json!({"path": name, "content": "in\n"}))
+            .is_ok()
+        {
+            written += 1;
+        }
+        if let Ok(o) = f
+            .tools
+            .call("read_file", &json!({"path": "sub/secret.txt"}))
+        {
+            assert!(
+                !o.text.contains("SECRET"),
+                "read through the swapped link: {}",
+                o.text
+            );
+            read += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    let planted: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "secret.txt")
+        .collect();
+    assert!(planted.is_empty(), "written outside: {planted:?}");
+    assert!(swaps > 1000, "only {swaps} swaps raced the writes");
+    assert!(written > 0, "no write got through at all");
+    eprintln!("{swaps} swaps, {written} writes landed inside, {read} reads succeeded (none showed the secret)");
+}
+
+#[test]
+fn an_attachment_cannot_be_saved_through_a_planted_symlink() {
+    let f = Fixture::new();
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, f.path("attachments")).unwrap();
+    let e = reverie_tools::attachments::save_attachment(f.tools.workspace(), "report.pdf", b"x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("outside the workspace") || e.contains("symbolic link"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+}

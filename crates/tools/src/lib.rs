@@ -155,7 +155,18 @@ pub fn definitions() -> Vec<Value> {
 /// this, and this holds for all of them.
 pub const MAX_TOOL_OUTPUT: usize = 32 << 10;
 
+/// How long a call may take before the caller stops waiting for it:
+/// process tools bound their own run (their timeout plus a margin), the
+/// others get a minute.
+fn deadline(name: &str) -> std::time::Duration {
+    std::time::Duration::from_secs(match name {
+        "python" | "jobs" | "git" | "outline" => 11 * 60,
+        _ => 60,
+    })
+}
+
 /// One channel's tools.
+#[derive(Clone)]
 pub struct Toolbox {
     store: Arc<Store>,
     channel: ChannelId,
@@ -237,17 +248,72 @@ impl Toolbox {
     }
 
     /// Runs tool `name` with `args` (a JSON object; `null` counts as `{}`).
+    ///
+    /// The tool runs on a thread of its own. The caller stops waiting when
+    /// the stop switch is thrown or the tool's deadline passes, so a stuck
+    /// tool never holds up the chat, the Stop button or quitting (the
+    /// thread is left to finish, its result dropped).
     pub fn call(&self, name: &str, args: &Value) -> Result<ToolOutput, ToolError> {
+        self.call_within(name, args, deadline(name))
+    }
+
+    /// [`Toolbox::call`] with an explicit deadline.
+    pub fn call_within(
+        &self,
+        name: &str,
+        args: &Value,
+        deadline: std::time::Duration,
+    ) -> Result<ToolOutput, ToolError> {
+        use std::sync::atomic::Ordering;
         let tool = all_tools()
             .find(|t| t.name == name)
             .ok_or_else(|| ToolError::UnknownTool {
                 name: name.to_string(),
                 available: tool_names().join(", "),
             })?;
-        self.stop.store(false, std::sync::atomic::Ordering::SeqCst);
-        let empty = Value::Object(Default::default());
-        let args = if args.is_null() { &empty } else { args };
-        let mut out = (tool.run)(self, &without_schema_words(args, &(tool.parameters)()))?;
+        self.stop.store(false, Ordering::SeqCst);
+        let args = if args.is_null() {
+            Value::Object(Default::default())
+        } else {
+            without_schema_words(args, &(tool.parameters)())
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name(format!("tool-{name}"))
+            .spawn(move || {
+                let _ = tx.send((tool.run)(&me, &args));
+            })
+            .map_err(|e| ToolError::Failed {
+                what: "starting the tool".into(),
+                detail: e.to_string(),
+            })?;
+        let started = std::time::Instant::now();
+        let result = loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(r) => break r,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    break Err(ToolError::Failed {
+                        what: format!("the tool {name}"),
+                        detail: "it crashed".into(),
+                    })
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if self.stop.load(Ordering::SeqCst) {
+                        break Err(ToolError::refused("stopped by the user before it finished"));
+                    }
+                    if started.elapsed() >= deadline {
+                        // Ask it to stop too (process tools honour this).
+                        self.stop.store(true, Ordering::SeqCst);
+                        break Err(ToolError::refused(format!(
+                            "{name} took longer than {} s and was abandoned; try a smaller piece of the work",
+                            deadline.as_secs()
+                        )));
+                    }
+                }
+            }
+        };
+        let mut out = result?;
         out.text = output::cap(&out.text, MAX_TOOL_OUTPUT);
         Ok(out)
     }

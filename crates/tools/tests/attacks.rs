@@ -554,3 +554,45 @@ fn an_attachment_cannot_be_saved_through_a_planted_symlink() {
     );
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 }
+
+#[test]
+fn a_call_past_its_deadline_is_abandoned_and_its_process_stopped() {
+    let f = Fixture::new();
+    let t0 = Instant::now();
+    let e = f
+        .tools
+        .call_within(
+            "python",
+            &json!({"code": "import time\ntime.sleep(60)", "args": ["deadline-marker-4411"], "timeout_s": 120}),
+            Duration::from_secs(1),
+        )
+        .unwrap_err()
+        .to_string();
+    assert_has(&e, "took longer than 1 s");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(
+        eventually(5, || processes_with("deadline-marker-4411").is_empty()),
+        "the abandoned run's process is still there"
+    );
+}
+
+#[test]
+fn stop_never_waits_for_a_running_tool() {
+    let f = Fixture::new();
+    let stop = f.tools.stop_handle();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let t0 = Instant::now();
+    let e = f
+        .tools
+        .call(
+            "python",
+            &json!({"code": "import time\ntime.sleep(60)", "timeout_s": 120}),
+        )
+        .unwrap_err()
+        .to_string();
+    assert_has(&e, "stopped by the user");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}

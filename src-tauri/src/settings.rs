@@ -22,6 +22,9 @@ pub struct Settings {
     /// Practice batches each night starts with (none: the night trains on
     /// the day only).
     pub practice: Vec<reverie_night::PracticeBatch>,
+    /// Python, jobs and git run confined to the workspace. Turning it off
+    /// gives them all the user's rights.
+    pub sandbox: bool,
 }
 
 impl Default for Settings {
@@ -34,6 +37,7 @@ impl Default for Settings {
             idle_minutes: None,
             theme: "system".into(),
             practice: Vec::new(),
+            sandbox: true,
         }
     }
 }

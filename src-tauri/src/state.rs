@@ -49,8 +49,11 @@ impl App {
         std::fs::create_dir_all(home.root())
             .with_context(|| format!("creating the data folder {}", home.root().display()))?;
         let store = Arc::new(Store::open(&home)?);
-        let services = Arc::new(Services::new(&home));
         let settings = Settings::load(&home);
+        let services = Arc::new(Services::new(&home));
+        if !settings.sandbox {
+            services.set_sandbox(reverie_tools::SandboxMode::Off);
+        }
         Ok(App {
             night: NightState::default(),
             launch: Mutex::new(launch),
@@ -71,6 +74,11 @@ impl App {
     pub fn set_settings(&self, s: Settings) -> anyhow::Result<()> {
         s.validate().map_err(anyhow::Error::msg)?;
         s.save(&self.home).context("saving settings")?;
+        self.services.set_sandbox(if s.sandbox {
+            reverie_tools::SandboxMode::On
+        } else {
+            reverie_tools::SandboxMode::Off
+        });
         let tools_changed = {
             let mut cur = lock(&self.settings);
             let changed = cur.tools != s.tools || cur.max_tool_calls != s.max_tool_calls;

@@ -70,6 +70,12 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
           <h3>Agent</h3>
           <label><input type="checkbox" checked={s.tools} onChange={(e) => void save({ ...s, tools: e.target.checked })} /> Tools (files, Python, notes, git…)</label>
           <label>Tool calls per turn<input type="number" min={1} value={s.max_tool_calls} onChange={(e) => void save({ ...s, max_tool_calls: num(e.target.value) })} /></label>
+          <label><input type="checkbox" checked={s.sandbox} onChange={(e) => void save({ ...s, sandbox: e.target.checked })} /> Sandbox for Python, jobs and git (workspace only, no network)</label>
+          {!s.sandbox && (
+            <p className="warning" role="alert">
+              The sandbox is off: scripts the agent runs can read, change and send anything your account can.
+            </p>
+          )}
           <h3>Theme</h3>
           <select aria-label="Theme" value={s.theme} onChange={(e) => void save({ ...s, theme: e.target.value as Settings["theme"] })}>
             <option value="system">system</option>

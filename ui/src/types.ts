@@ -102,6 +102,8 @@ export interface Settings {
   theme: "light" | "dark" | "system";
   /** Practice batches each night starts with. */
   practice: { family: string; tasks: number }[];
+  /** Python, jobs and git confined to the workspace. */
+  sandbox: boolean;
 }
 
 export interface HealthView {

@@ -206,6 +206,23 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
             "CPU build; for NVIDIA GPUs build with `--features cuda`".to_string()
         })
     }));
+    checks.push(check("sandbox", {
+        let support = reverie_tools::SandboxSupport::get();
+        match reverie_tools::SandboxMode::from_env() {
+            reverie_tools::SandboxMode::Off => Err((
+                format!("off (REVERIE_SANDBOX=off): Python, jobs and git run with all your rights; the kernel offers {}", support.describe()),
+                "unset REVERIE_SANDBOX to confine them to the workspace".into(),
+            )),
+            reverie_tools::SandboxMode::On if support.landlock_abi < 1 => Err((
+                format!("this kernel has no Landlock ({})", support.describe()),
+                "Python, jobs and git are refused; use a kernel with Landlock (5.13 or later, enabled at boot), or set REVERIE_SANDBOX=off to run them with all your rights".into(),
+            )),
+            reverie_tools::SandboxMode::On => Ok(format!(
+                "Python, jobs and git run confined to the workspace: {}",
+                support.describe()
+            )),
+        }
+    }));
     checks.push(check("pip", {
         match std::process::Command::new("python3")
             .args(["-m", "pip", "--version"])

@@ -144,6 +144,14 @@ fn doctor_reports_what_to_fix() {
             .contains("Hermes tool prompt"),
         "{tools}"
     );
+    let sandbox = doctor_check(&v, "sandbox");
+    assert!(
+        sandbox["detail"]
+            .as_str()
+            .unwrap()
+            .contains("confined to the workspace"),
+        "{sandbox}"
+    );
 }
 
 #[test]

@@ -35,6 +35,10 @@ fn read_bytes(tb: &Toolbox, rel: &str, max: u64) -> Result<Vec<u8>, ToolError> {
     tb.workspace().read_regular(&abs, rel, max, "")
 }
 
+/// Time and memory the PDF reader may use.
+const PDF_TIME: std::time::Duration = std::time::Duration::from_secs(30);
+const PDF_MEMORY: u64 = 1 << 30;
+
 fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: PdfArgs = parse_args("read_pdf", args)?;
     if a.pages == 0 || a.pages > MAX_PDF_PAGES {
@@ -49,15 +53,26 @@ fn read_pdf(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             a.path
         )));
     }
-    // The extractor panics on some malformed files; that must not take the
-    // channel down.
-    let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(&bytes))
-        .map_err(|_| {
-            ToolError::refused(format!(
-                "`{}` is a damaged PDF that could not be read",
-                a.path
-            ))
-        })?
+    // A crafted PDF can make the extractor panic, loop or inflate a stream
+    // without end: it runs in an isolated child with limits.
+    let json = crate::sandbox::isolated(PDF_TIME, PDF_MEMORY, || {
+        let pages = pdf_extract::extract_text_from_mem_by_pages(&bytes).map_err(|e| e.to_string());
+        serde_json::to_vec(&pages).unwrap_or_default()
+    })
+    .map_err(|e| match e {
+        crate::sandbox::Isolated::TimedOut => ToolError::refused(format!(
+            "`{}` took longer than {} s to read and was given up; it may be damaged or built to be slow",
+            a.path,
+            PDF_TIME.as_secs()
+        )),
+        crate::sandbox::Isolated::Failed(why) => ToolError::refused(format!(
+            "`{}` is a damaged PDF that could not be read ({why}; the reader may use at most {} MiB)",
+            a.path,
+            PDF_MEMORY >> 20
+        )),
+    })?;
+    let pages: Vec<String> = serde_json::from_slice::<Result<Vec<String>, String>>(&json)
+        .map_err(|e| ToolError::refused(format!("`{}` could not be read as a PDF: {e}", a.path)))?
         .map_err(|e| ToolError::refused(format!("`{}` could not be read as a PDF: {e}", a.path)))?;
     let total = pages.len();
     if a.first_page == 0 || a.first_page > total {

@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -617,4 +617,112 @@ pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
+}
+
+/// How an [`isolated`] computation ended when it gave no result.
+#[derive(Debug)]
+pub(crate) enum Isolated {
+    /// It ran past its time.
+    TimedOut,
+    /// It died (out of memory, a crash) or could not start.
+    Failed(String),
+}
+
+/// Runs `work` in a forked copy of this process that can touch no file
+/// (Landlock with nothing allowed), has `memory` bytes beyond what the app
+/// already maps and `timeout` of time, and hands back only the bytes
+/// `work` returns. For parsers of untrusted files (PDFs) that must not be
+/// able to exhaust the app's memory or hang it.
+pub(crate) fn isolated(
+    timeout: std::time::Duration,
+    memory: u64,
+    work: impl FnOnce() -> Vec<u8>,
+) -> Result<Vec<u8>, Isolated> {
+    use std::io::Read;
+    let failed = |e: &dyn std::fmt::Display| Isolated::Failed(e.to_string());
+    // Prepared before the fork: the ruleset, and the address-space limit
+    // counted from what the app maps now.
+    let nothing = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(ABI::V6))
+        .and_then(|r| r.create())
+        .map_err(|e| failed(&e))?;
+    let ruleset: Option<OwnedFd> = nothing.into();
+    let mapped = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096;
+    let cpu = timeout.as_secs().max(1) + 1;
+    let mut fds = [0; 2];
+    // SAFETY: a plain pipe.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }).map_err(|e| failed(&e))?;
+    let (read_end, write_end) = (fds[0], fds[1]);
+    // SAFETY: the child only computes, writes to its pipe and exits; it
+    // never returns into the app's code.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child, single-threaded.
+        unsafe {
+            libc::close(read_end);
+            let ok = libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0
+                && limit(libc::RLIMIT_AS, mapped + memory).is_ok()
+                && limit(libc::RLIMIT_CPU, cpu).is_ok()
+                && limit(libc::RLIMIT_CORE, 0).is_ok()
+                && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && ruleset.as_ref().is_none_or(|fd| {
+                    libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0) == 0
+                });
+            if !ok {
+                libc::_exit(3);
+            }
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+            let Ok(bytes) = out else { libc::_exit(2) };
+            let mut at = 0;
+            while at < bytes.len() {
+                let n = libc::write(write_end, bytes[at..].as_ptr().cast(), bytes.len() - at);
+                if n <= 0 {
+                    libc::_exit(4);
+                }
+                at += n as usize;
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing our copy of the write end.
+    unsafe { libc::close(write_end) };
+    if pid < 0 {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(read_end) };
+        return Err(failed(&std::io::Error::last_os_error()));
+    }
+    // SAFETY: the read end is ours alone now.
+    let mut pipe = unsafe { std::fs::File::from_raw_fd(read_end) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let r = pipe.read_to_end(&mut out).map(|_| out);
+        let _ = tx.send(r);
+    });
+    let received = rx.recv_timeout(timeout);
+    if received.is_err() {
+        // SAFETY: our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match received {
+        Err(_) => Err(Isolated::TimedOut),
+        Ok(Ok(bytes)) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => Ok(bytes),
+        Ok(_) if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGXCPU => {
+            Err(Isolated::TimedOut)
+        }
+        Ok(_) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 2 => {
+            Err(Isolated::Failed("it crashed".into()))
+        }
+        Ok(_) => Err(Isolated::Failed(
+            "it ran out of memory or was killed".into(),
+        )),
+    }
 }

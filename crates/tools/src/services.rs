@@ -22,7 +22,8 @@ pub struct Services {
     pub(crate) camera: Box<dyn FrameSource>,
     model: Mutex<String>,
     vision: std::sync::atomic::AtomicBool,
-    sandbox: SandboxMode,
+    /// Set when the user turned the sandbox off.
+    unsandboxed: std::sync::atomic::AtomicBool,
 }
 
 #[cfg(feature = "webcam")]
@@ -46,24 +47,36 @@ impl Services {
             camera: default_camera(),
             model: Mutex::new(String::new()),
             vision: Default::default(),
-            sandbox: SandboxMode::from_env(),
+            unsandboxed: (SandboxMode::from_env() == SandboxMode::Off).into(),
         }
     }
 
     /// Whether the processes tools start are confined (`Off` only by the
     /// user's explicit choice).
-    pub fn with_sandbox(mut self, mode: SandboxMode) -> Services {
+    pub fn with_sandbox(self, mode: SandboxMode) -> Services {
+        self.set_sandbox(mode);
+        self
+    }
+
+    /// Changes whether processes started from now on are confined.
+    pub fn set_sandbox(&self, mode: SandboxMode) {
         if mode == SandboxMode::Off {
             tracing::warn!(
                 "the sandbox is off: Python, jobs and git run with all the user's rights"
             );
         }
-        self.sandbox = mode;
-        self
+        self.unsandboxed.store(
+            mode == SandboxMode::Off,
+            std::sync::atomic::Ordering::SeqCst,
+        );
     }
 
-    pub(crate) fn sandbox(&self) -> SandboxMode {
-        self.sandbox
+    pub fn sandbox(&self) -> SandboxMode {
+        if self.unsandboxed.load(std::sync::atomic::Ordering::SeqCst) {
+            SandboxMode::Off
+        } else {
+            SandboxMode::On
+        }
     }
 
     /// Uses `camera` for `capture_webcam` (a real device, or a synthetic

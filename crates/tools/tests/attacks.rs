@@ -487,26 +487,45 @@ fn a_folder_swapped_for_a_symlink_cannot_redirect_writes_or_reads() {
     std::fs::write(outside.join("secret.txt"), "SECRET\n").unwrap();
     let sub = f.path("sub");
     std::fs::create_dir_all(&sub).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let swaps = std::sync::Arc::new(AtomicU64::new(0));
     let swapper = {
-        let (sub, outside, stop) = (sub.clone(), outside.clone(), stop.clone());
-        let parked = sub.with_file_name("sub.real");
+        let (sub, outside, stop, swaps) =
+            (sub.clone(), outside.clone(), stop.clone(), swaps.clone());
+        // `sub` is exchanged atomically with a symlink out, back and forth:
+        // it is never missing, only sometimes a way out.
+        let link = sub.with_file_name("link");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let (a, b) = (c(&sub), c(&link));
         std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                // Folder -> symlink out -> folder, as fast as possible.
-                if std::fs::rename(&sub, &parked).is_ok() {
-                    let _ = std::os::unix::fs::symlink(&outside, &sub);
-                    let _ = std::fs::remove_file(&sub);
-                    let _ = std::fs::rename(&parked, &sub);
-                    swaps += 1;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: renameat2 on two valid C strings.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                if r == 0 {
+                    swaps.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            swaps
         })
     };
     let (mut written, mut read) = (0, 0);
-    for i in 0..3000 {
+    let t0 = Instant::now();
+    // Thousands of swaps against thousands of writes, however loaded the
+    // machine is (within a minute).
+    let mut i = 0;
+    while (i < 3000 || swaps.load(Ordering::Relaxed) < 2000)
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        i += 1;
         let name = format!("sub/f{}.txt", i % 50);
         if f.tools
             .call("write_file", &json!({"path": name, "content": "in\n"}))
@@ -526,8 +545,9 @@ fn a_folder_swapped_for_a_symlink_cannot_redirect_writes_or_reads() {
             read += 1;
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    let swaps = swaps.load(Ordering::Relaxed);
     let planted: Vec<_> = std::fs::read_dir(&outside)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -595,4 +615,77 @@ fn stop_never_waits_for_a_running_tool() {
         .to_string();
     assert_has(&e, "stopped by the user");
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+/// A PDF whose one page's content inflates from about a megabyte to 3 GiB.
+fn pdf_bomb() -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![b' '; 1 << 20];
+    for _ in 0..3072 {
+        z.write_all(&chunk).unwrap();
+    }
+    let data = z.finish().unwrap();
+    let mut pdf = b"%PDF-1.5\n".to_vec();
+    let mut offsets = Vec::new();
+    let mut obj = |pdf: &mut Vec<u8>, body: &[u8]| {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n", offsets.len()).as_bytes());
+        pdf.extend_from_slice(body);
+        pdf.extend_from_slice(b"\nendobj\n");
+    };
+    obj(&mut pdf, b"<< /Type /Catalog /Pages 2 0 R >>");
+    obj(
+        &mut pdf,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 /MediaBox [0 0 612 792] >>",
+    );
+    obj(&mut pdf, b"<< /Type /Page /Parent 2 0 R /Contents 4 0 R >>");
+    let mut stream = format!(
+        "<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        data.len()
+    )
+    .into_bytes();
+    stream.extend_from_slice(&data);
+    stream.extend_from_slice(b"\nendstream");
+    obj(&mut pdf, &stream);
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", offsets.len() + 1).as_bytes(),
+    );
+    for o in &offsets {
+        pdf.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            offsets.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+#[test]
+fn a_pdf_bomb_is_refused_and_the_app_keeps_its_memory() {
+    let f = Fixture::new();
+    let bomb = pdf_bomb();
+    assert!(bomb.len() < 8 << 20, "{} bytes", bomb.len());
+    std::fs::write(f.path("bomb.pdf"), &bomb).unwrap();
+    let t0 = Instant::now();
+    let e = f.err("read_pdf", json!({"path": "bomb.pdf"}));
+    assert!(
+        e.contains("damaged PDF") || e.contains("took longer"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        rss_kib < 2 << 20,
+        "the app's peak memory reached {rss_kib} KiB"
+    );
 }

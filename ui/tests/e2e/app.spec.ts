@@ -254,6 +254,12 @@ test("settings: dark theme, sampling, model choice, health", async ({ page }) =>
   await page.getByLabel("GGUF file").fill("/models/other.gguf");
   await page.getByRole("button", { name: "Use this GGUF" }).click();
   await expect(page.getByRole("status")).toContainText("Now running Custom");
+  const sandbox = page.getByLabel(/Sandbox for Python/);
+  await expect(sandbox).toBeChecked();
+  await sandbox.uncheck();
+  await expect(page.getByRole("alert")).toContainText("The sandbox is off");
+  await sandbox.check();
+  await expect(page.getByRole("alert")).toHaveCount(0);
   await page.getByRole("button", { name: "Chat" }).click();
   await page.screenshot({ path: path.join(shots, "chat-dark.png") });
 });

@@ -15,6 +15,7 @@
       sleep_at: null,
       idle_minutes: null,
       practice: [],
+      sandbox: true,
       theme: "light",
     },
     channels: [

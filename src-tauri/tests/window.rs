@@ -260,7 +260,11 @@ fn the_real_window_chats_with_a_tiny_model_and_exits_cleanly() {
     let rated = store.feedback(ch.id).unwrap();
     assert_eq!(rated.len(), 1, "the window's 👎 is stored: {rated:?}");
     assert_eq!((rated[0].message, rated[0].good), (reply.id, false));
-    assert!(!home.join("sleeping").exists());
+    assert_eq!(
+        reverie_night::lock::sleeping(&Home::new(&home)),
+        None,
+        "no night holds the lock"
+    );
 }
 
 fn base64_decode(s: &str) -> Vec<u8> {

@@ -341,9 +341,8 @@ fn chat_waits_while_a_night_runs_and_two_nights_do_not_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     day(home);
-    // This test process plays the running night.
-    let lock = home.join("sleeping");
-    std::fs::write(&lock, std::process::id().to_string()).unwrap();
+    // This test process plays the running night: it holds the night lock.
+    let lock = reverie_night::lock::SleepGuard::acquire(&reverie_core::Home::new(home)).unwrap();
     let out = reverie(home, &["sleep", "--json"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already running"));
@@ -367,7 +366,7 @@ fn chat_waits_while_a_night_runs_and_two_nights_do_not_overlap() {
         child.try_wait().unwrap().is_none(),
         "chat must wait for the night"
     );
-    std::fs::remove_file(&lock).unwrap();
+    drop(lock);
     let out = child.wait_with_output().unwrap();
     let v = last_json(&out);
     assert!(v["reply_tokens"].as_u64().unwrap() > 0);

@@ -111,3 +111,45 @@ fn tools_run_by_hand_with_undo_and_redo() {
         );
     }
 }
+
+/// Pids of live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn a_setsid_grandchild_is_gone_when_the_app_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // The marker is assembled by the script, so only the grandchild has it;
+    // the script says so once the grandchild runs, then leaves it behind.
+    let out = reverie(
+        &home,
+        &[
+            "tool",
+            "python",
+            "--args",
+            r#"{"code": "import subprocess\np = subprocess.Popen(['sleep', '765.' + '4321'], start_new_session=True)\nprint('grandchild', p.pid, 'started')"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("started"), "{}", stdout(&out));
+    // The command has exited; within a moment nothing it started is left.
+    let t0 = std::time::Instant::now();
+    while !processes_with("765.4321").is_empty() && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        processes_with("765.4321").is_empty(),
+        "a setsid grandchild outlived the app: {:?}",
+        processes_with("765.4321")
+    );
+}

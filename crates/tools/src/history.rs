@@ -161,8 +161,20 @@ impl Recorder {
             return Ok(());
         }
         let encoded = serde_json::to_string(&changes).expect("changes serialize");
-        tb.store()
-            .push_revision(&tb.workspace().key(), tool, summary, &encoded)?;
+        if let Err(e) = tb
+            .store()
+            .push_revision(&tb.workspace().key(), tool, summary, &encoded)
+        {
+            // A change that cannot be undone is not kept: put things back.
+            let back = apply(tb, &changes, false);
+            return Err(ToolError::Failed {
+                what: format!("recording the undo step for {summary}"),
+                detail: match back {
+                    Ok(()) => format!("{e}; the change was taken back, nothing changed"),
+                    Err(b) => format!("{e}; taking the change back failed too: {b}"),
+                },
+            });
+        }
         Ok(())
     }
 }

@@ -263,7 +263,11 @@ impl Cage {
     /// Puts `cmd` in the cage: clears its environment to the allow-list
     /// and prepares everything [`Gate::enter`] does after the fork.
     pub fn arm(&self, cmd: &mut Command) -> Result<CageGuard, ToolError> {
-        let support = Support::get();
+        self.arm_on(Support::get(), cmd)
+    }
+
+    /// [`Cage::arm`] on a kernel that offers `support`.
+    fn arm_on(&self, support: &Support, cmd: &mut Command) -> Result<CageGuard, ToolError> {
         let on = self.mode == SandboxMode::On;
         if on && support.landlock_abi < 1 {
             return Err(ToolError::refused(
@@ -724,5 +728,42 @@ pub(crate) fn isolated(
         Ok(_) => Err(Isolated::Failed(
             "it ran out of memory or was killed".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cage(mode: SandboxMode) -> Cage {
+        Cage {
+            mode,
+            writable: Vec::new(),
+            readable: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    #[test]
+    fn without_landlock_nothing_starts_unless_the_sandbox_is_off() {
+        let bare = Support {
+            landlock_abi: 0,
+            namespaces: false,
+            pids_cgroup: None,
+        };
+        let mut cmd = Command::new("/bin/true");
+        let e = cage(SandboxMode::On)
+            .arm_on(&bare, &mut cmd)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("no Landlock") && e.contains("turn the sandbox off"),
+            "{e}"
+        );
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", "exit 7"]);
+        let _guard = cage(SandboxMode::Off).arm_on(&bare, &mut cmd).unwrap();
+        assert_eq!(cmd.status().unwrap().code(), Some(7));
     }
 }

@@ -689,3 +689,31 @@ fn a_pdf_bomb_is_refused_and_the_app_keeps_its_memory() {
         "the app's peak memory reached {rss_kib} KiB"
     );
 }
+
+#[test]
+fn a_change_whose_undo_record_fails_is_taken_back() {
+    let f = Fixture::new();
+    f.ok(
+        "write_file",
+        json!({"path": "a.txt", "content": "before\n"}),
+    );
+    // Another connection makes every new revision fail, as a full disk would.
+    let db = rusqlite::Connection::open(f.data().join("reverie.sqlite3")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_room BEFORE INSERT ON revisions BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    let e = f.err("write_file", json!({"path": "a.txt", "content": "after\n"}));
+    assert_has(&e, "the change was taken back");
+    assert_eq!(f.read("a.txt"), "before\n");
+    let e = f.err("write_file", json!({"path": "new/b.txt", "content": "x\n"}));
+    assert_has(&e, "the change was taken back");
+    assert!(
+        !f.path("new").exists(),
+        "the folder made for it is gone too"
+    );
+    db.execute_batch("DROP TRIGGER no_room;").unwrap();
+    f.ok("write_file", json!({"path": "a.txt", "content": "after\n"}));
+    f.ok("undo", json!({}));
+    assert_eq!(f.read("a.txt"), "before\n");
+}

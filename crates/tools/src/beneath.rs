@@ -176,6 +176,36 @@ impl Workspace {
         ))
     }
 
+    /// The entries of the folder `abs`, opened beneath the root: name,
+    /// whether it is a folder (links are not followed out), size.
+    pub(crate) fn list(&self, abs: &Path) -> io::Result<Vec<(String, bool, u64)>> {
+        let dir = self.open_beneath(abs, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&dir)? {
+            let entry = entry?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            // A link counts as what it leads to, when that is beneath the root.
+            let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+            let st = match FileType::from_raw_mode(st.st_mode) {
+                FileType::Symlink => self
+                    .open_beneath(&abs.join(name), OFlags::PATH, 0)
+                    .and_then(|fd| Ok(rustix::fs::fstat(&fd)?))
+                    .unwrap_or(st),
+                _ => st,
+            };
+            let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+            out.push((
+                name.to_string_lossy().into_owned(),
+                is_dir,
+                st.st_size as u64,
+            ));
+        }
+        Ok(out)
+    }
+
     /// Removes the file, link or folder tree `abs`. Links are removed, not
     /// followed; the walk goes from folder handle to folder handle.
     pub(crate) fn remove(&self, abs: &Path) -> io::Result<()> {

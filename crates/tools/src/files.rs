@@ -244,16 +244,10 @@ fn list_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             "`{shown}` is a file; use read_file or file_info"
         )));
     }
-    let mut entries: Vec<(String, bool, u64)> = std::fs::read_dir(&abs)
-        .map_err(|e| ToolError::io(&shown, e))?
-        .filter_map(Result::ok)
-        .map(|e| {
-            let meta = e.metadata().ok();
-            let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
-            let size = meta.map_or(0, |m| m.len());
-            (e.file_name().to_string_lossy().into_owned(), is_dir, size)
-        })
-        .collect();
+    let mut entries = tb
+        .workspace()
+        .list(&abs)
+        .map_err(|e| ToolError::io(&shown, e))?;
     entries.sort();
     if entries.is_empty() {
         return Ok(format!("{shown}: empty folder").into());

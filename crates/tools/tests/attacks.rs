@@ -35,14 +35,16 @@ fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
     cond()
 }
 
-fn python_output(f: &Fixture, code: &str) -> String {
-    match f
-        .tools
-        .call("python", &json!({"code": code, "timeout_s": 20}))
-    {
+/// What a call said, whether it succeeded or not.
+fn outcome(f: &Fixture, tool: &str, args: serde_json::Value) -> String {
+    match f.tools.call(tool, &args) {
         Ok(o) => o.text,
         Err(e) => e.to_string(),
     }
+}
+
+fn python_output(f: &Fixture, code: &str) -> String {
+    outcome(f, "python", json!({"code": code, "timeout_s": 20}))
 }
 
 #[test]
@@ -153,13 +155,11 @@ fn a_fork_bomb_is_contained() {
     );
     let f = Fixture::new();
     let t0 = Instant::now();
-    let out = match f.tools.call(
+    let out = outcome(
+        &f,
         "python",
-        &json!({"code": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout_s": 5}),
-    ) {
-        Ok(o) => o.text,
-        Err(e) => e.to_string(),
-    };
+        json!({"code": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout_s": 5}),
+    );
     assert_has(&out, "timed out");
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     // The app can still start processes afterwards.
@@ -195,13 +195,11 @@ fn a_setsid_grandchild_dies_with_the_app() {
 fn a_stopped_run_leaves_no_processes() {
     let marker = "876.54321";
     let f = Fixture::new();
-    let out = match f.tools.call(
+    let out = outcome(
+        &f,
         "python",
-        &json!({"code": ("import subprocess, os, time\nsubprocess.Popen(['sleep', '876.' + '54321'], start_new_session=True)\ntime.sleep(60)"), "timeout_s": 2}),
-    ) {
-        Ok(o) => o.text,
-        Err(e) => e.to_string(),
-    };
+        json!({"code": ("import subprocess, os, time\nsubprocess.Popen(['sleep', '876.' + '54321'], start_new_session=True)\ntime.sleep(60)"), "timeout_s": 2}),
+    );
     assert_has(&out, "timed out");
     assert!(
         eventually(5, || processes_with(marker).is_empty()),

@@ -131,6 +131,35 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// The log at `path` as text of at most about `max` bytes: its head and
+/// its tail are read, never the whole file (a run may write hundreds of
+/// megabytes).
+fn read_capped(path: &std::path::Path, max: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let read_at = |f: &mut File, from: u64, n: usize| {
+        let mut buf = Vec::with_capacity(n);
+        let _ = f.seek(SeekFrom::Start(from));
+        let _ = f.by_ref().take(n as u64).read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    if len <= 2 * max as u64 {
+        return cap(&read_at(&mut f, 0, 2 * max), max);
+    }
+    // The first and last `max` bytes, then cut to size as usual; the
+    // marker also counts what was never read.
+    let head = read_at(&mut f, 0, max);
+    let tail = read_at(&mut f, len - max as u64, max);
+    let unread = len - 2 * max as u64;
+    cap(&format!("{head}{tail}"), max).replacen(
+        " bytes cut …]",
+        &format!(" bytes cut, and {unread} more unread …]"),
+        1,
+    )
+}
+
 /// How a blocking run ended.
 pub(crate) struct RunResult {
     pub output: String,
@@ -247,10 +276,10 @@ impl JobTable {
         }
         // The group may hold grandchildren that still write to the log.
         kill_group(&child);
-        let bytes = std::fs::read(&log).unwrap_or_default();
+        let output = read_capped(&log, max_output);
         let _ = std::fs::remove_file(&log);
         Ok(RunResult {
-            output: cap(&String::from_utf8_lossy(&bytes), max_output),
+            output,
             status,
             timed_out,
         })

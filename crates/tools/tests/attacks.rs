@@ -475,6 +475,8 @@ fn every_tool_output_is_capped() {
         out.len()
     );
     assert_has(&out, "bytes cut");
+    // The log was not read whole: only its head and tail.
+    assert_has(&out, "more unread");
 }
 
 #[test]

@@ -239,6 +239,32 @@ pub async fn rate_reply(
     Ok(())
 }
 
+/// Opens a link from a reply in the system's browser (the window has
+/// confirmed it with the person). Only web and mail links.
+#[tauri::command]
+pub async fn open_link(url: String) -> Reply<()> {
+    let lower = url.to_ascii_lowercase();
+    if !["https://", "http://", "mailto:"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+        || url.chars().any(char::is_control)
+    {
+        return refuse(format!(
+            "{url:?} is not a web or mail link; only those are opened"
+        ));
+    }
+    let mut child = std::process::Command::new("xdg-open")
+        .arg(&url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| crate::failure::Failure(format!("opening the browser (xdg-open): {e}")))?;
+    // Reaped in the background; xdg-open hands the link over and exits.
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
 /// Takes back the last reply and asks the same question again.
 #[tauri::command]
 pub async fn regenerate(

@@ -22,6 +22,7 @@ pub const COMMANDS: &[&str] = &[
     "regenerate",
     "edit_message",
     "save_attachment",
+    "open_link",
     "list_episodes",
     "episode",
     "set_review_mark",

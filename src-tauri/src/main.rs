@@ -105,6 +105,7 @@ fn main() -> ExitCode {
             chat::regenerate,
             chat::edit_message,
             chat::save_attachment,
+            chat::open_link,
             review::list_episodes,
             review::episode,
             review::set_review_mark,

@@ -56,6 +56,7 @@ export const api = {
     invoke<void>("regenerate", { name, onEvent: channel(on) }),
   editMessage: (name: string, message: number, text: string, on: (ev: ChatEvent) => void) =>
     invoke<void>("edit_message", { name, message, text, onEvent: channel(on) }),
+  openLink: (url: string) => invoke<void>("open_link", { url }),
   saveAttachment: (name: string, fileName: string, dataBase64: string) =>
     invoke<SavedAttachment>("save_attachment", { name, fileName, dataBase64 }),
 

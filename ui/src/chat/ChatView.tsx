@@ -4,6 +4,7 @@ import type { ChatEvent } from "../types";
 import { applyEvent, endsTurn, historyToItems, isBusy, rate, streamingReply, type Item } from "./chatStore";
 import { SystemPrompt } from "./SystemPrompt";
 import { CameraIcon, PaperclipIcon } from "../icons";
+import { Markdown } from "./Markdown";
 import { ToolCard } from "./ToolCard";
 import { Webcam } from "./Webcam";
 
@@ -198,8 +199,8 @@ export function ChatView({ channel }: { channel: string }) {
               if (!it.streaming && !it.text && !it.stop) return null;
               return (
                 <div key={k} className="msg assistant" data-testid="assistant-message">
-                  <div className="bubble">
-                    {it.text}
+                  <div className="bubble md-bubble">
+                    <Markdown text={it.text} />
                     {it.streaming && <span className="cursor" aria-label="generating">▍</span>}
                   </div>
                   {it.stop && <div className="stop-note">[{it.stop}]</div>}

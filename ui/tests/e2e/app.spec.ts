@@ -263,3 +263,37 @@ test("settings: dark theme, sampling, model choice, health", async ({ page }) =>
   await page.getByRole("button", { name: "Chat" }).click();
   await page.screenshot({ path: path.join(shots, "chat-dark.png") });
 });
+
+test("replies render Markdown, tables, highlighted code with copy, maths; raw HTML stays text; links ask first", async ({ page, context }) => {
+  await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+  await open(page);
+  await page.getByLabel("Message").fill("show me some markdown");
+  await page.getByLabel("Message").press("Enter");
+  const reply = page.getByTestId("assistant-message").last();
+  await expect(page.getByRole("button", { name: "Send" })).toBeVisible({ timeout: 15_000 });
+  await expect(reply.locator("strong")).toHaveText("bold");
+  await expect(reply.locator(".katex")).toHaveCount(2);
+  await expect(reply.locator(".katex-display")).toHaveCount(1);
+  await expect(reply.locator("th").first()).toHaveText("item");
+  await expect(reply.locator("td").first()).toHaveText("milk");
+  await expect(reply.locator(".hljs-keyword").first()).toHaveText("def");
+  await reply.getByRole("button", { name: "Copy code" }).click();
+  await expect(reply.getByRole("button", { name: "Copy code" })).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toContain("def add(a, b):");
+  // Raw HTML is shown, not run.
+  await expect(reply).toContainText('<img src="x" onerror=');
+  await expect(reply.locator("img")).toHaveCount(0);
+  expect(await page.evaluate(() => (window as unknown as { __pwned?: boolean }).__pwned)).toBeUndefined();
+  // A link asks before it opens in the browser; declining opens nothing.
+  page.once("dialog", (d) => void d.dismiss());
+  await reply.getByRole("link", { name: "link" }).click();
+  page.once("dialog", (d) => {
+    expect(d.message()).toContain("https://example.org/docs");
+    void d.accept();
+  });
+  await reply.getByRole("link", { name: "link" }).click();
+  await expect
+    .poll(() => page.evaluate(() => (window as unknown as { __REVERIE_MOCK__: { state: { opened?: string[] } } }).__REVERIE_MOCK__.state.opened))
+    .toEqual(["https://example.org/docs"]);
+  await page.screenshot({ path: path.join(shots, "markdown.png") });
+});

@@ -81,6 +81,22 @@
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+  // A reply with everything the chat renders (and raw HTML it must not).
+  const MARKDOWN_REPLY = [
+    "Here is **bold**, a [link](https://example.org/docs) and maths: \\[ 17 \\times 23 = 391 \\] inline too \\(x^2\\).",
+    "",
+    "| item | qty |",
+    "|---|---|",
+    "| milk | 2 |",
+    "",
+    "```python",
+    "def add(a, b):",
+    "    return a + b",
+    "```",
+    "",
+    '<img src="x" onerror="window.__pwned = true"> and <b>raw</b>',
+  ].join("\n");
+
   async function reply(name, text, onEvent) {
     const emit = streamer(onEvent);
     const ch = state.channels.find((c) => c.name === name);
@@ -93,7 +109,12 @@
       await sleep(300);
       emit({ type: "tool_call_finished", channel: ch.id, call_id: "t1", ok: true, result: "1: # Notes\n2: ship the reviewer" });
     }
-    const words = (/slow/i.test(text) ? "This is a long and slow answer that keeps going and going so that you can stop it " : "Sure. The notes say: ship the reviewer.").split(/(?<= )/);
+    const answer = /markdown/i.test(text)
+      ? MARKDOWN_REPLY
+      : /slow/i.test(text)
+        ? "This is a long and slow answer that keeps going and going so that you can stop it "
+        : "Sure. The notes say: ship the reviewer.";
+    const words = answer.split(/(?<= )/);
     let reply = "";
     for (let i = 0; i < (/slow/i.test(text) ? 400 : words.length); i++) {
       if (state.stopRequested) {
@@ -224,6 +245,9 @@
     },
     stop_generation: () => {
       state.stopRequested = true;
+    },
+    open_link: ({ url }) => {
+      state.opened = [...(state.opened ?? []), url];
     },
     rate_reply: ({ name, message, good }) => {
       const m = (state.messages[name] ?? []).find((x) => x.id === message);

@@ -243,12 +243,7 @@ pub async fn rate_reply(
 /// confirmed it with the person). Only web and mail links.
 #[tauri::command]
 pub async fn open_link(url: String) -> Reply<()> {
-    let lower = url.to_ascii_lowercase();
-    if !["https://", "http://", "mailto:"]
-        .iter()
-        .any(|p| lower.starts_with(p))
-        || url.chars().any(char::is_control)
-    {
+    if !openable(&url) {
         return refuse(format!(
             "{url:?} is not a web or mail link; only those are opened"
         ));
@@ -263,6 +258,15 @@ pub async fn open_link(url: String) -> Reply<()> {
     // Reaped in the background; xdg-open hands the link over and exits.
     std::thread::spawn(move || child.wait());
     Ok(())
+}
+
+/// A web or mail link, with nothing a command line could misread.
+fn openable(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    ["https://", "http://", "mailto:"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+        && !url.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
 /// Takes back the last reply and asks the same question again.
@@ -325,4 +329,28 @@ pub async fn save_attachment(
         path,
         bytes: bytes.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_web_and_mail_links_open() {
+        for ok in [
+            "https://example.org/a?b=c",
+            "http://localhost:8080",
+            "MAILTO:me@example.org",
+        ] {
+            assert!(super::openable(ok), "{ok}");
+        }
+        for bad in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "--help",
+            "https://a b",
+            "https://a\nb",
+            "/tmp/x",
+        ] {
+            assert!(!super::openable(bad), "{bad}");
+        }
+    }
 }

@@ -260,6 +260,25 @@ pub async fn open_link(url: String) -> Reply<()> {
     Ok(())
 }
 
+/// How full a channel's context is.
+#[derive(Serialize)]
+pub struct ContextView {
+    /// Tokens of the conversation so far.
+    pub used: u64,
+    /// Tokens the model is run with.
+    pub size: u32,
+}
+
+/// Tokens used and the context size, for the chat header's meter.
+#[tauri::command]
+pub async fn context_usage(app: State<'_, Arc<App>>, name: String) -> Reply<ContextView> {
+    let c = channel_named(&app, &name)?;
+    Ok(ContextView {
+        used: app.store.context_tokens(c.id)?,
+        size: app.context_size(),
+    })
+}
+
 /// A web or mail link, with nothing a command line could misread.
 fn openable(url: &str) -> bool {
     let lower = url.to_ascii_lowercase();

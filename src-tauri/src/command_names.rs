@@ -14,6 +14,7 @@ pub const COMMANDS: &[&str] = &[
     "rename_channel",
     "delete_channel",
     "channel_history",
+    "context_usage",
     "get_system_prompt",
     "set_system_prompt",
     "send_message",

@@ -97,6 +97,7 @@ fn main() -> ExitCode {
             chat::rename_channel,
             chat::delete_channel,
             chat::channel_history,
+            chat::context_usage,
             chat::get_system_prompt,
             chat::set_system_prompt,
             chat::send_message,

@@ -65,6 +65,11 @@ impl App {
         })
     }
 
+    /// The context (tokens per conversation) the model runs with.
+    pub fn context_size(&self) -> u32 {
+        lock(&self.launch).ctx
+    }
+
     pub fn settings(&self) -> Settings {
         lock(&self.settings).clone()
     }

@@ -12,6 +12,7 @@ import type {
   FetchEvent,
   HealthView,
   MessageView,
+  ContextView,
   ModelChoice,
   ModelView,
   NightView,
@@ -44,6 +45,7 @@ export const api = {
     invoke<void>("rename_channel", { name, newName }),
   deleteChannel: (name: string) => invoke<void>("delete_channel", { name }),
   channelHistory: (name: string) => invoke<MessageView[]>("channel_history", { name }),
+  contextUsage: (name: string) => invoke<ContextView>("context_usage", { name }),
   getSystemPrompt: (name: string) => invoke<SystemPromptView>("get_system_prompt", { name }),
   setSystemPrompt: (name: string, prompt: string, agentSection: string) =>
     invoke<void>("set_system_prompt", { name, prompt, agentSection }),

@@ -37,6 +37,12 @@ export interface ToolCallView {
 
 export type MessageRole = "system" | "user" | "assistant" | "tool";
 
+/** How full a channel's context is (tokens). */
+export interface ContextView {
+  used: number;
+  size: number;
+}
+
 export interface MessageView {
   id: number;
   role: MessageRole;

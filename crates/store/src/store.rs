@@ -275,6 +275,18 @@ impl Store {
             .optional()?)
     }
 
+    /// Tokens of the channel's conversation as the model sees it: every
+    /// message that was not taken back.
+    pub fn context_tokens(&self, channel: ChannelId) -> Result<u64> {
+        let n: i64 = self.conn().query_row(
+            "SELECT COALESCE(SUM(t.n_tokens), 0) FROM messages m JOIN token_spans t ON t.message_id = m.id
+             WHERE m.channel_id = ?1 AND m.retracted = 0",
+            [channel.0],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+
     pub fn message_count(&self) -> Result<i64> {
         Ok(self
             .conn()

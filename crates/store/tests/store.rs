@@ -95,6 +95,29 @@ fn blobs_are_content_addressed_and_read_only() {
 }
 
 #[test]
+fn the_context_counts_the_tokens_of_messages_not_taken_back() {
+    let (_d, s) = open();
+    let ch = s.create_channel("ctx").unwrap();
+    let other = s.create_channel("other").unwrap();
+    let span = |n: usize| {
+        let mut t = TokenSpan::default();
+        t.extend_role(&vec![5; n], TokenRole::Context);
+        t
+    };
+    assert_eq!(s.context_tokens(ch).unwrap(), 0);
+    s.append_message(ch, MessageRole::User, "q", &span(7))
+        .unwrap();
+    let reply = s
+        .append_message(ch, MessageRole::Assistant, "a", &span(30))
+        .unwrap();
+    s.append_message(other, MessageRole::User, "elsewhere", &span(100))
+        .unwrap();
+    assert_eq!(s.context_tokens(ch).unwrap(), 37);
+    s.retract_from(ch, reply).unwrap();
+    assert_eq!(s.context_tokens(ch).unwrap(), 7);
+}
+
+#[test]
 fn a_new_channel_never_reuses_a_deleted_ones_id() {
     let (d, s) = open();
     let a = s.create_channel("a").unwrap();

@@ -4,6 +4,7 @@ import type { ChatEvent } from "../types";
 import { applyEvent, endsTurn, historyToItems, isBusy, rate, streamingReply, type Item } from "./chatStore";
 import { SystemPrompt } from "./SystemPrompt";
 import { CameraIcon, PaperclipIcon } from "../icons";
+import { ContextMeter } from "./ContextMeter";
 import { Markdown } from "./Markdown";
 import { ToolCard } from "./ToolCard";
 import { Webcam } from "./Webcam";
@@ -172,6 +173,7 @@ export function ChatView({ channel }: { channel: string }) {
     >
       <header className="chat-head">
         <h2># {channel}</h2>
+        <ContextMeter channel={channel} busy={busy} />
         <button className="secondary" onClick={() => setShowPrompt(true)}>System prompt</button>
       </header>
       <div className="messages" data-testid="messages" onKeyDown={(e) => e.key === "Escape" && busy && stop()}>

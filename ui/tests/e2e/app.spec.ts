@@ -6,11 +6,12 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const shots = path.join(here, "..", "screenshots");
 const mock = path.join(here, "mock-backend.js");
 
-async function open(page: Page, opts: { noModel?: boolean; pauseSleep?: boolean } = {}) {
+async function open(page: Page, opts: { noModel?: boolean; pauseSleep?: boolean; contextUsed?: number } = {}) {
   await page.addInitScript((o) => {
     const w = window as unknown as Record<string, unknown>;
     if (o.noModel) w.__REVERIE_NO_MODEL__ = true;
     if (o.pauseSleep) w.__REVERIE_SLEEP_PAUSED__ = true;
+    if (o.contextUsed !== undefined) w.__REVERIE_CONTEXT_USED__ = o.contextUsed;
   }, opts);
   await page.addInitScript({ path: mock });
   await page.goto("/");
@@ -296,4 +297,20 @@ test("replies render Markdown, tables, highlighted code with copy, maths; raw HT
     .poll(() => page.evaluate(() => (window as unknown as { __REVERIE_MOCK__: { state: { opened?: string[] } } }).__REVERIE_MOCK__.state.opened))
     .toEqual(["https://example.org/docs"]);
   await page.screenshot({ path: path.join(shots, "markdown.png") });
+});
+
+test("the chat header shows how full the context is and warns before it fills", async ({ page }) => {
+  await open(page);
+  const meter = page.getByTestId("context-meter");
+  await expect(meter).toContainText("/ 8,192 tokens");
+  const before = Number((await meter.textContent())?.split(" / ")[0].replace(/,/g, ""));
+  await page.getByLabel("Message").fill("hello there");
+  await page.getByLabel("Message").press("Enter");
+  await expect(page.getByRole("button", { name: "Send" })).toBeVisible({ timeout: 15_000 });
+  await expect.poll(async () => Number((await meter.textContent())?.split(" / ")[0].replace(/,/g, ""))).toBeGreaterThan(before);
+  await expect(meter).not.toContainText("nearly full");
+
+  await open(page, { contextUsed: 7000 });
+  await expect(page.getByTestId("context-meter")).toContainText("7,000 / 8,192 tokens");
+  await expect(page.getByTestId("context-meter")).toContainText("nearly full: start a new channel soon");
 });

@@ -246,6 +246,10 @@
     stop_generation: () => {
       state.stopRequested = true;
     },
+    context_usage: ({ name }) => {
+      const words = (state.messages[name] ?? []).reduce((n, m) => n + m.text.split(/\s+/).length, 0);
+      return { used: window.__REVERIE_CONTEXT_USED__ ?? Math.round(words * 1.3), size: 8192 };
+    },
     open_link: ({ url }) => {
       state.opened = [...(state.opened ?? []), url];
     },

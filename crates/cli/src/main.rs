@@ -19,6 +19,7 @@ mod model_cmd;
 mod night_cmd;
 mod output;
 mod practice_cmd;
+mod serve_cmd;
 mod tool_cmd;
 mod train_cmd;
 
@@ -82,6 +83,8 @@ enum Command {
     Practice(practice_cmd::PracticeArgs),
     /// Success rate of the active model on fresh tasks of a family (fixed seed, never trained on).
     Eval(practice_cmd::EvalArgs),
+    /// An OpenAI-compatible API on 127.0.0.1 (chat completions, tools, JSON schemas).
+    Serve(serve_cmd::ServeArgs),
     /// Benchmarks against reference implementations.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::Redo(a) => tool_cmd::redo(&home, a),
         Command::Practice(a) => practice_cmd::practice(&home, a),
         Command::Eval(a) => practice_cmd::eval(&home, a),
+        Command::Serve(a) => serve_cmd::run(&home, a),
     };
     match result {
         Ok(code) => code,

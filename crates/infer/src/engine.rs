@@ -284,6 +284,23 @@ impl Engine {
         prompt::tokenize(&self.shared.model().llama, text, true, true)
     }
 
+    /// Tokens of a prompt the chat layer rendered ([`Engine::chat_params`]):
+    /// the model's BOS once (the template may have written it as text),
+    /// control-token text parsed.
+    pub fn tokenize_rendered(&self, prompt: &str) -> Vec<i32> {
+        let model = self.shared.model();
+        let vocab = model.llama.vocab();
+        let mut text = prompt;
+        if vocab.should_add_bos() {
+            let bos = String::from_utf8_lossy(&vocab.detokenize(&[vocab.bos()], false, true))
+                .into_owned();
+            if !bos.is_empty() {
+                text = text.strip_prefix(bos.as_str()).unwrap_or(text);
+            }
+        }
+        prompt::tokenize(&model.llama, text, true, true)
+    }
+
     /// Text of `ids`; `special` renders control tokens as their text.
     pub fn detokenize(&self, ids: &[i32], special: bool) -> String {
         let model = self.shared.model();

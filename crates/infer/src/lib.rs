@@ -56,7 +56,7 @@ pub use model::ModelInfo;
 pub use prompt::{ChatMessage, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
-pub use tool_calls::ToolCalling;
+pub use tool_calls::{call_constraint, ToolCalling};
 pub use tools::python_json;
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.

@@ -3,7 +3,7 @@
 //! model opens a call, holds it to a tool offered this turn with arguments
 //! that follow that tool's schema; the format's parser reads the calls back.
 
-use crate::chat_format::{ChatRequest, ReplyParser, ToolChoice};
+use crate::chat_format::{ChatParams, ChatRequest, ReplyParser, ToolChoice};
 use crate::engine::Engine;
 use crate::error::InferError;
 use crate::prompt::{ChatMessage, Transcript};
@@ -50,36 +50,42 @@ impl Engine {
             ..Default::default()
         };
         let params = self.chat_params(&req)?;
-        let constraint = (!params.grammar.is_empty()).then(|| {
-            let (mut patterns, tokens) = params.trigger_patterns();
-            let mut gbnf = params.grammar.clone();
-            let hermes = params
-                .grammar_triggers
-                .iter()
-                .any(|t| t.value.starts_with(HERMES_OPEN));
-            if params.grammar_lazy && hermes {
-                if let Some(g) = with_bare_calls(&gbnf) {
-                    gbnf = g;
-                    patterns.push(BARE_CALL_TRIGGER.to_string());
-                }
-            }
-            if params.grammar_lazy {
-                Constraint::Lazy {
-                    gbnf,
-                    patterns,
-                    tokens,
-                }
-            } else {
-                Constraint::Gbnf(gbnf)
-            }
-        });
         Ok(ToolCalling {
             format: params.format_name.clone(),
-            constraint,
+            constraint: call_constraint(&params),
             parser: params.reply_parser(),
             stops: params.additional_stops.clone(),
         })
     }
+}
+
+/// The constraint llama.cpp's chat layer asks for (`None` when it has no
+/// grammar): lazy over free text where the format allows it, with the
+/// default model's bare-call habit held too.
+pub fn call_constraint(params: &ChatParams) -> Option<Constraint> {
+    (!params.grammar.is_empty()).then(|| {
+        let (mut patterns, tokens) = params.trigger_patterns();
+        let mut gbnf = params.grammar.clone();
+        let hermes = params
+            .grammar_triggers
+            .iter()
+            .any(|t| t.value.starts_with(HERMES_OPEN));
+        if params.grammar_lazy && hermes {
+            if let Some(g) = with_bare_calls(&gbnf) {
+                gbnf = g;
+                patterns.push(BARE_CALL_TRIGGER.to_string());
+            }
+        }
+        if params.grammar_lazy {
+            Constraint::Lazy {
+                gbnf,
+                patterns,
+                tokens,
+            }
+        } else {
+            Constraint::Gbnf(gbnf)
+        }
+    })
 }
 
 /// `gbnf` (a Hermes-style call grammar) with a second way in: the call's

@@ -93,9 +93,20 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             }
         }
         let shown = rel.display().to_string();
-        let res = searcher.search_path(
-            &matcher,
+        // Opened beneath the workspace root: a folder swapped for a link
+        // on the way cannot lead the search into another file.
+        let Ok(file) = tb.workspace().open_read(
             entry.path(),
+            rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+        ) else {
+            continue;
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let res = searcher.search_file(
+            &matcher,
+            &file,
             UTF8(|line_no, line| {
                 if hits.len() >= max {
                     truncated = true;

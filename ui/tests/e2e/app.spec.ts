@@ -163,8 +163,20 @@ test("channels: create, search, rename, delete; system prompt with the agent's s
 test("reviewer: sub-tasks with their figures, token colours by role, overrides stored", async ({ page }) => {
   await open(page);
   await page.getByRole("button", { name: "Reviewer" }).click();
-  await expect(page.getByTestId("reward-chart").locator("path")).toHaveCount(3);
-  await expect(page.getByTestId("loss-chart").locator("path")).toHaveCount(4);
+  // uPlot: a legend entry per series (after the x entry), values on hover,
+  // a click on an entry hides that series.
+  const rewards = page.getByTestId("reward-chart");
+  await expect(rewards.locator(".u-legend .u-series")).toHaveCount(4);
+  await expect(rewards.locator("canvas")).toHaveCount(1);
+  const losses = page.getByTestId("loss-chart");
+  await expect(losses.locator(".u-legend .u-series")).toHaveCount(5);
+  const over = rewards.locator(".u-over");
+  const box = (await over.boundingBox())!;
+  await page.mouse.move(box.x + box.width - 2, box.y + box.height / 2);
+  await expect(rewards.locator(".u-legend .u-series").nth(1).locator(".u-value")).not.toHaveText("–");
+  const oapl = losses.locator(".u-legend .u-series", { hasText: "OAPL" });
+  await oapl.click();
+  await expect(oapl).toHaveClass(/u-off/);
   await page.getByLabel("Filter by advantage").selectOption("negative");
   await expect(page.getByTestId("episode")).toHaveCount(1);
   await page.getByLabel("Filter by advantage").selectOption("any");
@@ -207,7 +219,7 @@ test("sleep: confirmation, live progress with a loss chart, morning summary, rol
   await expect(progress).toBeVisible();
   await expect(page.getByTestId("train-figs")).toContainText("step 8/8");
   await expect(page.getByTestId("train-figs")).toContainText("42.5 tok/s");
-  await expect(page.getByTestId("live-loss").locator("path")).toHaveCount(3);
+  await expect(page.getByTestId("live-loss").locator(".u-legend .u-series")).toHaveCount(4);
   await expect(progress.locator(".stages li.done")).toHaveCount(6);
   await page.screenshot({ path: path.join(shots, "sleep-progress.png") });
   await page.evaluate(() => (window as unknown as { __REVERIE_RESUME_SLEEP__: () => void }).__REVERIE_RESUME_SLEEP__());

@@ -8,6 +8,7 @@ pub const COMMANDS: &[&str] = &[
     "choose_model",
     "get_settings",
     "set_settings",
+    "api_status",
     "health",
     "list_channels",
     "create_channel",

@@ -80,6 +80,10 @@ fn main() -> ExitCode {
             if let Err(e) = preload.runtime() {
                 tracing::warn!("the model did not load: {e:#}");
             }
+            // The API, when the settings turn it on.
+            if let Err(e) = preload.apply_api(preload.settings().api_port) {
+                tracing::warn!("the API did not start: {e:#}");
+            }
         }
     });
     let built = tauri::Builder::default()
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
             setup::choose_model,
             setup::get_settings,
             setup::set_settings,
+            setup::api_status,
             setup::health,
             chat::list_channels,
             chat::create_channel,

@@ -25,6 +25,8 @@ pub struct Settings {
     /// Python, jobs and git run confined to the workspace. Turning it off
     /// gives them all the user's rights.
     pub sandbox: bool,
+    /// The OpenAI-compatible API on 127.0.0.1 at this port (off: none).
+    pub api_port: Option<u16>,
 }
 
 impl Default for Settings {
@@ -38,6 +40,7 @@ impl Default for Settings {
             theme: "system".into(),
             practice: Vec::new(),
             sandbox: true,
+            api_port: None,
         }
     }
 }
@@ -69,6 +72,9 @@ impl Settings {
         if let Some(at) = &self.sleep_at {
             reverie_night::trigger::parse_clock(at)
                 .map_err(|e| format!("sleep time {at:?}: {e}"))?;
+        }
+        if self.api_port.is_some_and(|p| p < 1024) {
+            return Err("the API port must be 1024 or above".into());
         }
         if self.idle_minutes == Some(0) {
             return Err("idle minutes must be at least 1 (or off)".into());

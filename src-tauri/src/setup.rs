@@ -195,6 +195,22 @@ pub async fn set_settings(app: State<'_, Arc<App>>, settings: Settings) -> Reply
     Ok(())
 }
 
+/// Where the OpenAI-compatible API listens and the token it wants; `None`
+/// while it is off.
+#[derive(Serialize)]
+pub struct ApiView {
+    pub base_url: String,
+    pub token: String,
+}
+
+#[tauri::command]
+pub async fn api_status(app: State<'_, Arc<App>>) -> Reply<Option<ApiView>> {
+    Ok(app.api_status().map(|(port, token)| ApiView {
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        token,
+    }))
+}
+
 #[derive(Serialize)]
 pub struct HealthView {
     /// The `health` tool's report (memory, model, embedder, jobs, disk).

@@ -30,7 +30,14 @@ pub struct Runtime {
     pub agent: Agent,
 }
 
+/// The running API server: its port and task.
+struct ApiServer {
+    port: u16,
+    task: tauri::async_runtime::JoinHandle<()>,
+}
+
 pub struct App {
+    api: Mutex<Option<ApiServer>>,
     pub home: Home,
     pub store: Arc<Store>,
     pub services: Arc<Services>,
@@ -55,6 +62,7 @@ impl App {
             services.set_sandbox(reverie_tools::SandboxMode::Off);
         }
         Ok(App {
+            api: Mutex::new(None),
             night: NightState::default(),
             launch: Mutex::new(launch),
             runtime: Mutex::new(None),
@@ -78,6 +86,7 @@ impl App {
     /// message.
     pub fn set_settings(&self, s: Settings) -> anyhow::Result<()> {
         s.validate().map_err(anyhow::Error::msg)?;
+        self.apply_api(s.api_port)?;
         s.save(&self.home).context("saving settings")?;
         self.services.set_sandbox(if s.sandbox {
             reverie_tools::SandboxMode::On
@@ -94,6 +103,54 @@ impl App {
             self.unload();
         }
         Ok(())
+    }
+
+    /// Starts, moves or stops the API server so that it serves on `port`.
+    pub fn apply_api(&self, port: Option<u16>) -> anyhow::Result<()> {
+        let mut api = lock(&self.api);
+        if api.as_ref().map(|a| a.port) == port {
+            return Ok(());
+        }
+        if let Some(old) = api.take() {
+            old.task.abort();
+        }
+        let Some(port) = port else {
+            return Ok(());
+        };
+        let token = reverie_serve::api_token(self.home.root()).context("the API token")?;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .with_context(|| format!("port {port} on 127.0.0.1 is taken; choose another"))?;
+        listener.set_nonblocking(true)?;
+        let engine = self.runtime()?.engine.clone();
+        let model_id = engine
+            .model_path()
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "default".into());
+        let task = tauri::async_runtime::spawn(async move {
+            let listener = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => return tracing::warn!("the API could not listen: {e}"),
+            };
+            let server = reverie_serve::Server {
+                engine,
+                model_id,
+                token,
+            };
+            if let Err(e) = reverie_serve::serve(listener, server).await {
+                tracing::warn!("the API stopped: {e}");
+            }
+        });
+        *api = Some(ApiServer { port, task });
+        Ok(())
+    }
+
+    /// The API's address and token while it runs.
+    pub fn api_status(&self) -> Option<(u16, String)> {
+        let port = lock(&self.api).as_ref().map(|a| a.port)?;
+        reverie_serve::api_token(self.home.root())
+            .ok()
+            .map(|t| (port, t))
     }
 
     /// The model file the app runs (or would run), if one exists.
@@ -182,5 +239,67 @@ impl App {
         self.night.join();
         self.unload();
         self.services.jobs().stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(port: u16, token: Option<&str>) -> Result<u16, String> {
+        let mut req = ureq::get(&format!("http://127.0.0.1:{port}/v1/models"));
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        match req.call() {
+            Ok(r) => Ok(r.status()),
+            Err(ureq::Error::Status(code, _)) => Ok(code),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn the_settings_start_move_and_stop_the_api() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        reverie_gguf::synth::write(
+            &model,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        let launch = Launch {
+            model: Some(model),
+            ctx: 1024,
+            threads: Some(1),
+            gpu_layers: 0,
+        };
+        let app = App::open(Home::new(dir.path().join("home")), launch).unwrap();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (a, b) = (free(), free());
+        app.apply_api(Some(a)).unwrap();
+        let (port, token) = app.api_status().unwrap();
+        assert_eq!(port, a);
+        assert_eq!(get(a, Some(&token)), Ok(200));
+        assert_eq!(get(a, None), Ok(401));
+        app.apply_api(Some(b)).unwrap();
+        assert_eq!(get(b, Some(&token)), Ok(200));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(get(a, Some(&token)).is_err(), "the old port is closed");
+        app.apply_api(None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(get(b, Some(&token)).is_err(), "off means off");
+        assert!(app.api_status().is_none());
+        // A taken port is refused with a clear error and nothing starts.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = taken.local_addr().unwrap().port();
+        let e = app.apply_api(Some(p)).unwrap_err().to_string();
+        assert!(e.contains("is taken"), "{e}");
+        app.unload();
     }
 }

@@ -2,7 +2,7 @@ import { useEffect, useState } from "react";
 import { bytes } from "./format";
 import { api, errorText } from "./ipc";
 import { useSettings } from "./useSettings";
-import type { HealthView, ModelChoice, Settings } from "./types";
+import type { ApiView, HealthView, ModelChoice, Settings } from "./types";
 
 export function SettingsView({ channel, onChanged }: { channel: string; onChanged: () => void }) {
   const [models, setModels] = useState<ModelChoice[]>([]);
@@ -10,6 +10,12 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
   const [health, setHealth] = useState<HealthView | null>(null);
   const { settings: s, save, status, setStatus } = useSettings();
   const [busy, setBusy] = useState(false);
+  const [apiView, setApiView] = useState<ApiView | null>(null);
+  const apiPort = s?.api_port ?? null;
+
+  useEffect(() => {
+    api.apiStatus().then(setApiView).catch(() => setApiView(null));
+  }, [apiPort]);
 
   useEffect(() => {
     api.listModels().then(setModels).catch((e) => setStatus(errorText(e)));
@@ -74,6 +80,23 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
           {!s.sandbox && (
             <p className="warning" role="alert">
               The sandbox is off: scripts the agent runs can read, change and send anything your account can.
+            </p>
+          )}
+          <h3>API</h3>
+          <label>
+            <input
+              type="checkbox"
+              checked={s.api_port != null}
+              onChange={(e) => void save({ ...s, api_port: e.target.checked ? 8080 : null })}
+            />{" "}
+            OpenAI-compatible API on 127.0.0.1 (for your other tools)
+          </label>
+          {s.api_port != null && (
+            <label>Port<input type="number" min={1024} max={65535} value={s.api_port} onChange={(e) => void save({ ...s, api_port: num(e.target.value) })} /></label>
+          )}
+          {apiView && (
+            <p className="muted" data-testid="api-status">
+              Base URL <code>{apiView.base_url}</code>, key <code>{apiView.token}</code>
             </p>
           )}
           <h3>Theme</h3>

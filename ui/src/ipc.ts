@@ -12,6 +12,7 @@ import type {
   FetchEvent,
   HealthView,
   MessageView,
+  ApiView,
   ContextView,
   ModelChoice,
   ModelView,
@@ -58,6 +59,7 @@ export const api = {
     invoke<void>("regenerate", { name, onEvent: channel(on) }),
   editMessage: (name: string, message: number, text: string, on: (ev: ChatEvent) => void) =>
     invoke<void>("edit_message", { name, message, text, onEvent: channel(on) }),
+  apiStatus: () => invoke<ApiView | null>("api_status"),
   openLink: (url: string) => invoke<void>("open_link", { url }),
   saveAttachment: (name: string, fileName: string, dataBase64: string) =>
     invoke<SavedAttachment>("save_attachment", { name, fileName, dataBase64 }),

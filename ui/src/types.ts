@@ -110,6 +110,14 @@ export interface Settings {
   practice: { family: string; tasks: number }[];
   /** Python, jobs and git confined to the workspace. */
   sandbox: boolean;
+  /** The OpenAI-compatible API's port on 127.0.0.1; null while off. */
+  api_port: number | null;
+}
+
+/** Where the running API listens and the token it wants. */
+export interface ApiView {
+  base_url: string;
+  token: string;
 }
 
 export interface HealthView {

@@ -273,6 +273,13 @@ test("settings: dark theme, sampling, model choice, health", async ({ page }) =>
   await expect(page.getByRole("alert")).toContainText("The sandbox is off");
   await sandbox.check();
   await expect(page.getByRole("alert")).toHaveCount(0);
+  await expect(page.getByTestId("api-status")).toHaveCount(0);
+  await page.getByLabel(/OpenAI-compatible API/).check();
+  await expect(page.getByTestId("api-status")).toContainText("http://127.0.0.1:8080/v1");
+  await page.getByLabel("Port").fill("8181");
+  await expect(page.getByTestId("api-status")).toContainText("http://127.0.0.1:8181/v1");
+  await page.getByLabel(/OpenAI-compatible API/).uncheck();
+  await expect(page.getByTestId("api-status")).toHaveCount(0);
   await page.getByRole("button", { name: "Chat" }).click();
   await page.screenshot({ path: path.join(shots, "chat-dark.png") });
 });

@@ -16,6 +16,7 @@
       idle_minutes: null,
       practice: [],
       sandbox: true,
+      api_port: null,
       theme: "light",
     },
     channels: [
@@ -246,6 +247,8 @@
     stop_generation: () => {
       state.stopRequested = true;
     },
+    api_status: () =>
+      state.settings.api_port ? { base_url: `http://127.0.0.1:${state.settings.api_port}/v1`, token: "0123abcd".repeat(8) } : null,
     context_usage: ({ name }) => {
       const words = (state.messages[name] ?? []).reduce((n, m) => n + m.text.split(/\s+/).length, 0);
       return { used: window.__REVERIE_CONTEXT_USED__ ?? Math.round(words * 1.3), size: 8192 };

@@ -56,8 +56,8 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// One measured LoRA step in this process (used by `bench train`).
-    #[command(hide = true)]
+    /// One measured LoRA step in this process: tokens/s, peak RSS and the
+    /// frozen weights' bytes, as JSON (also used by `bench train`).
     TrainStep {
         #[arg(long)]
         model: PathBuf,
@@ -67,9 +67,14 @@ pub enum BenchCommand {
         /// sequence).
         #[arg(long, default_value_t = 1)]
         warmup: usize,
-        /// f32 everywhere, even on a CPU with AMX.
-        #[arg(long)]
-        f32: bool,
+        /// How the frozen weights are held: quantized (the night's default:
+        /// block formats, products in bf16 on AMX where the CPU has it),
+        /// quantized-f32 (products in f32), f32, or bf16 (AMX tiles).
+        #[arg(long, default_value = "quantized")]
+        weights: String,
+        /// Where the step runs: auto, cpu, cuda or cuda:N.
+        #[arg(long, default_value = "auto")]
+        device: reverie_train::DeviceChoice,
     },
     /// Merge + q8_0 export time: ours vs llama.cpp's quantize tool.
     Export {
@@ -132,8 +137,9 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             model,
             len,
             warmup,
-            f32,
-        } => crate::bench_train::train_step(&model, len, warmup, f32),
+            weights,
+            device,
+        } => crate::bench_train::train_step(&model, len, warmup, &weights, device),
         BenchCommand::Export { model, json } => crate::bench_train::export(home, model, json),
     }
 }

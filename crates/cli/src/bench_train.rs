@@ -28,15 +28,31 @@ fn peak_rss() -> u64 {
     u.ru_maxrss as u64 * 1024
 }
 
-/// `warmup` unmeasured and one measured LoRA step on `len` tokens, as a
-/// training run loads the model (bf16 tiles on a CPU with AMX) or in f32;
-/// prints JSON.
-pub fn train_step(model: &Path, len: usize, warmup: usize, f32: bool) -> anyhow::Result<ExitCode> {
+/// `warmup` unmeasured and one measured LoRA step on `len` tokens, with the
+/// frozen weights held as `weights` says; prints JSON.
+pub fn train_step(
+    model: &Path,
+    len: usize,
+    warmup: usize,
+    weights: &str,
+    device: reverie_train::DeviceChoice,
+) -> anyhow::Result<ExitCode> {
+    let (quantized, cpu_bf16) = match weights {
+        "quantized" => (true, true),
+        "quantized-f32" => (true, false),
+        "f32" => (false, false),
+        "bf16" => (false, true),
+        other => bail!(
+            "unknown weight format {other:?}; choose quantized, quantized-f32, f32 or bf16"
+        ),
+    };
     let cfg = TrainConfig {
         batch_size: 1,
         epochs: warmup + 1,
         checkpoint_every: 0,
-        cpu_bf16: !f32,
+        cpu_bf16,
+        quantized,
+        device,
         ..TrainConfig::default()
     };
     let m = Model::load_for_training(model, &cfg)?;
@@ -80,6 +96,8 @@ pub fn train_step(model: &Path, len: usize, warmup: usize, f32: bool) -> anyhow:
         .collect();
     output::json(&serde_json::json!({
         "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+        "weights": m.held().as_str(), "frozen_bytes": m.frozen_bytes(), "tokens": len,
+        "device": format!("{:?}", m.device.location()),
         "op_seconds": ops,
     }))?;
     Ok(ExitCode::SUCCESS)
@@ -153,9 +171,9 @@ pub fn train(
     let me = std::env::current_exe()?;
     let mut rows = Vec::new();
     for &len in &lengths {
-        // Ours as a training run loads the model (bf16 tiles where the CPU
-        // has AMX) and in f32; the reference in f32 (what PEFT on a CPU
-        // does by default) and with its weights in bf16.
+        // Ours as a training run loads the model (quantized frozen weights)
+        // and in f32; the reference in f32 (what PEFT on a CPU does by
+        // default) and with its weights in bf16.
         let ours_step = |extra: &[&str]| {
             run_json(
                 Command::new(&me)
@@ -174,7 +192,7 @@ pub fn train(
                     .arg(&model),
             )
         };
-        let (ours, ours_f32) = (ours_step(&[])?, ours_step(&["--f32"])?);
+        let (ours, ours_f32) = (ours_step(&[])?, ours_step(&["--weights", "f32"])?);
         let (theirs, theirs_bf16) = (reference_step("float32")?, reference_step("bfloat16")?);
         let ratio = |a: &serde_json::Value, b: &serde_json::Value, k: &str| {
             a[k].as_f64().unwrap_or(0.0) / b[k].as_f64().unwrap_or(f64::NAN)

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use reverie_core::Home;
-use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_gguf::synth::{self, Arch, SynthConfig, SynthQuant};
 use reverie_models::catalogue::{self, CATALOGUE};
 use reverie_models::discover::same_file;
 use reverie_models::fetch::{self, FetchProgress, WheelSource};
@@ -30,7 +30,9 @@ pub enum ModelCommand {
     },
     /// Make a GGUF file (or an installed model id) the one Reverie runs.
     Use { model: String },
-    /// Write a tiny random-weight model of an architecture (for trying things out).
+    /// Write a random-weight model of an architecture: tiny (for trying
+    /// things out) or with a real model's shapes (to measure memory and
+    /// speed without downloading it).
     Synth {
         #[arg(long, default_value = "llama")]
         arch: String,
@@ -38,6 +40,13 @@ pub enum ModelCommand {
         out: PathBuf,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// The shapes of the Qwen2.5 model of this size: 0.5b, 1.5b, 3b or
+        /// 7b (default: two 64-wide layers).
+        #[arg(long)]
+        size: Option<String>,
+        /// Weight format: f32 or q4_k_m.
+        #[arg(long, default_value = "f32")]
+        quant: String,
     },
 }
 
@@ -54,9 +63,22 @@ pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             println!("Reverie will now run {}", chosen.display());
             Ok(ExitCode::SUCCESS)
         }
-        ModelCommand::Synth { arch, out, seed } => {
+        ModelCommand::Synth {
+            arch,
+            out,
+            seed,
+            size,
+            quant,
+        } => {
             let arch: Arch = arch.parse().map_err(anyhow::Error::msg)?;
-            let mut cfg = SynthConfig::tiny(arch);
+            let quant: SynthQuant = quant.parse().map_err(anyhow::Error::msg)?;
+            let mut cfg = match size {
+                Some(size) => SynthConfig::sized(arch, &size, quant).map_err(anyhow::Error::msg)?,
+                None => SynthConfig {
+                    quant,
+                    ..SynthConfig::tiny(arch)
+                },
+            };
             cfg.seed = seed;
             synth::write(&out, &cfg)?;
             println!("{}", out.display());

@@ -1,9 +1,13 @@
-//! Tiny random-weight models with real metadata, for tests and first tries.
+//! Random-weight models with real metadata: tiny ones for tests and first
+//! tries, and ones with the shapes of real 0.5B–7B models (optionally in a
+//! Q4_K_M-like mix of block formats) to measure memory and speed without
+//! downloading them.
 //!
 //! Each file carries a SentencePiece-style vocabulary (control tokens for a
 //! ChatML template, 256 byte-fallback tokens, printable characters and a few
-//! common words), the architecture's hyper-parameters under its own key
-//! prefix, and f32 tensors named and shaped as llama.cpp expects.
+//! common words, padded with placeholder tokens to a real model's size), the
+//! architecture's hyper-parameters under its own key prefix, and tensors
+//! named and shaped as llama.cpp expects.
 
 use std::io;
 use std::path::Path;
@@ -61,7 +65,38 @@ pub struct SynthConfig {
     pub init_scale: f32,
     /// The Jinja chat template it carries (ChatML by default).
     pub chat_template: String,
+    /// Vocabulary size: the synthetic vocabulary padded with placeholder
+    /// tokens (`None`: the synthetic vocabulary alone).
+    pub n_vocab: Option<u64>,
+    /// The LM head is the embedding table (no `output.weight`), as in small
+    /// Qwen models and gemma.
+    pub tied: bool,
+    pub quant: SynthQuant,
 }
+
+/// How a synthetic model's weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynthQuant {
+    F32,
+    /// llama.cpp's Q4_K_M mix: Q4_K projections and embeddings, Q6_K for
+    /// `attn_v`, `ffn_down` and the LM head, f32 norms and biases. Rows
+    /// must be multiples of 256.
+    Q4KM,
+}
+
+impl std::str::FromStr for SynthQuant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(SynthQuant::F32),
+            "q4_k_m" => Ok(SynthQuant::Q4KM),
+            _ => Err(format!("unknown weight format {s:?}; choose f32 or q4_k_m")),
+        }
+    }
+}
+
+/// The shapes of the Qwen2.5 family, for sizes by name.
+pub const SIZES: [&str; 4] = ["0.5b", "1.5b", "3b", "7b"];
 
 impl SynthConfig {
     /// Two layers, 64-wide, grouped-query attention: milliseconds per token.
@@ -78,7 +113,44 @@ impl SynthConfig {
             seed: 7,
             init_scale: 0.08,
             chat_template: CHATML_TEMPLATE.to_string(),
+            n_vocab: None,
+            tied: arch == Arch::Gemma3,
+            quant: SynthQuant::F32,
         }
+    }
+
+    /// A model of `arch` with the shapes of the Qwen2.5 model of `size`
+    /// (one of [`SIZES`]): layer count, widths, heads and vocabulary.
+    pub fn sized(arch: Arch, size: &str, quant: SynthQuant) -> Result<SynthConfig, String> {
+        let (n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab) = match size {
+            "0.5b" => (896, 24, 14, 2, 4864, 151_936),
+            "1.5b" => (1536, 28, 12, 2, 8960, 151_936),
+            "3b" => (2048, 36, 16, 2, 11_008, 151_936),
+            "7b" => (3584, 28, 28, 4, 18_944, 152_064),
+            _ => return Err(format!("unknown size {size:?}; choose {}", SIZES.join(", "))),
+        };
+        let c = SynthConfig {
+            arch,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim: n_embd / n_head,
+            n_ff,
+            n_ctx: 32_768,
+            seed: 7,
+            init_scale: 0.02,
+            chat_template: CHATML_TEMPLATE.to_string(),
+            n_vocab: Some(n_vocab),
+            tied: arch == Arch::Gemma3 || size != "7b",
+            quant,
+        };
+        if quant == SynthQuant::Q4KM && [n_embd, n_ff].iter().any(|w| w % 256 != 0) {
+            return Err(format!(
+                "{size} has rows of {n_embd} and {n_ff}: not whole 256-value blocks, so not Q4_K_M; use --quant f32"
+            ));
+        }
+        Ok(c)
     }
 }
 
@@ -95,6 +167,18 @@ const WORDS: &[&str] = &[
     "get", "come", "made", "may", "part", "hello", "file", "code", "true", "false", "null",
     "answer", "name", "user", "tool",
 ];
+
+/// [`vocabulary`] padded with placeholder tokens to `n` entries.
+fn padded_vocabulary(n: Option<u64>) -> (Vec<String>, Vec<f32>, Vec<i32>) {
+    let (mut tokens, mut scores, mut types) = vocabulary();
+    let n = n.unwrap_or(0) as usize;
+    for i in tokens.len()..n {
+        tokens.push(format!("<|extra_{i}|>"));
+        scores.push(-10.0);
+        types.push(1);
+    }
+    (tokens, scores, types)
+}
 
 /// Token texts, scores and ggml token types (1 normal, 2 unknown, 3 control,
 /// 6 byte) of the synthetic vocabulary.
@@ -167,7 +251,7 @@ fn tensor_plan(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Vec<u64>, Init)> {
         ),
         ("output_norm.weight".to_string(), vec![c.n_embd], Init::Ones),
     ];
-    if c.arch != Arch::Gemma3 {
+    if !c.tied {
         plan.push((
             "output.weight".into(),
             vec![c.n_embd, n_vocab],
@@ -205,7 +289,7 @@ fn tensor_plan(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Vec<u64>, Init)> {
 }
 
 fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
-    let (tokens, scores, types) = vocabulary();
+    let (tokens, scores, types) = padded_vocabulary(c.n_vocab);
     let a = c.arch.as_str();
     let k = |s: &str| format!("{a}.{s}");
     let mut m = vec![
@@ -214,7 +298,14 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
             "general.name".into(),
             Value::String(format!("reverie-synth-{a}")),
         ),
-        ("general.file_type".into(), Value::U32(0)),
+        (
+            "general.file_type".into(),
+            // llama.cpp's ftype: 0 all f32, 15 mostly Q4_K_M.
+            Value::U32(match c.quant {
+                SynthQuant::F32 => 0,
+                SynthQuant::Q4KM => 15,
+            }),
+        ),
         (k("context_length"), Value::U32(c.n_ctx as u32)),
         (k("embedding_length"), Value::U32(c.n_embd as u32)),
         (k("block_count"), Value::U32(c.n_layer as u32)),
@@ -258,18 +349,82 @@ fn metadata(c: &SynthConfig, n_vocab: u64) -> Vec<(String, Value)> {
     m
 }
 
-/// Writes a synthetic model of `config` to `path` (atomically).
+/// The block format of tensor `name` under `quant`.
+fn tensor_type(quant: SynthQuant, name: &str, init: &Init) -> GgmlType {
+    match (quant, init) {
+        (SynthQuant::F32, _) | (_, Init::Ones) => GgmlType::F32,
+        _ if name.ends_with(".bias") => GgmlType::F32,
+        _ if name == "output.weight"
+            || name.ends_with("attn_v.weight")
+            || name.ends_with("ffn_down.weight") =>
+        {
+            GgmlType::Q6K
+        }
+        _ => GgmlType::Q4K,
+    }
+}
+
+/// `n` values of random blocks of `ty` whose values have about `std` as
+/// standard deviation and mean 0: valid blocks (finite scales), not a
+/// quantization of anything.
+fn random_blocks(ty: GgmlType, n: u64, std: f32, rng: &mut Rng) -> Vec<u8> {
+    let (per, size) = ty.block();
+    let blocks = (n / per) as usize;
+    let mut out = vec![0u8; blocks * size as usize];
+    for chunk in out.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+    let f16 = |x: f32| half::f16::from_f32(x).to_le_bytes();
+    for b in out.chunks_mut(size as usize) {
+        match ty {
+            // d, dmin, 12 bytes of 6-bit scales and mins, 4-bit values:
+            // value = d·sc·q − dmin·m, about 255·d wide with dmin = 7.5·d.
+            GgmlType::Q4K => {
+                let d = std / 255.0;
+                b[0..2].copy_from_slice(&f16(d));
+                b[2..4].copy_from_slice(&f16(7.5 * d));
+            }
+            // 6-bit values, 16 signed scales kept within ±32, then d:
+            // value = d·sc·(q − 32), about 340·d wide.
+            GgmlType::Q6K => {
+                for sc in &mut b[192..208] {
+                    *sc = ((*sc as i8) / 4) as u8;
+                }
+                b[208..210].copy_from_slice(&f16(std / 340.0));
+            }
+            _ => unreachable!("synthetic models use Q4_K and Q6_K"),
+        }
+    }
+    out
+}
+
+/// Writes a synthetic model of `config` to `path` (atomically), one tensor
+/// at a time.
 pub fn write(path: impl AsRef<Path>, config: &SynthConfig) -> io::Result<()> {
-    let n_vocab = vocabulary().0.len() as u64;
+    let n_vocab = padded_vocabulary(config.n_vocab).0.len() as u64;
     let plan = tensor_plan(config, n_vocab);
     let table: Vec<_> = plan
         .iter()
-        .map(|(n, d, _)| (n.clone(), d.clone(), GgmlType::F32))
+        .map(|(n, d, init)| (n.clone(), d.clone(), tensor_type(config.quant, n, init)))
         .collect();
+    if let Some((name, dims, ty)) = table
+        .iter()
+        .find(|(_, d, ty)| d[0] % ty.block().0 != 0)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name} has rows of {} values: not whole {ty:?} blocks", dims[0]),
+        ));
+    }
     let mut w = GgufWriter::create(path, &metadata(config, n_vocab), &table)?;
     let mut rng = Rng(config.seed);
-    for (name, dims, init) in &plan {
+    for ((name, dims, init), (_, _, ty)) in plan.iter().zip(&table) {
         let n: u64 = dims.iter().product();
+        if *ty != GgmlType::F32 {
+            w.write_tensor(name, &random_blocks(*ty, n, config.init_scale, &mut rng))?;
+            continue;
+        }
         let mut bytes = Vec::with_capacity(n as usize * 4);
         for _ in 0..n {
             let v = match init {
@@ -309,6 +464,36 @@ mod tests {
         write(&a, &SynthConfig::tiny(Arch::Qwen2)).unwrap();
         write(&b, &SynthConfig::tiny(Arch::Qwen2)).unwrap();
         assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    }
+
+    #[test]
+    fn sized_models_have_real_shapes_and_a_q4_k_m_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.gguf");
+        let c = SynthConfig::sized(Arch::Qwen2, "1.5b", SynthQuant::Q4KM).unwrap();
+        // Two layers keep the test quick; the widths are the real ones.
+        let c = SynthConfig { n_layer: 2, ..c };
+        write(&p, &c).unwrap();
+        let f = GgufFile::open(&p).unwrap();
+        let t = |n: &str| f.tensor(n).unwrap().clone();
+        assert_eq!(t("token_embd.weight").dims, vec![1536, 151_936]);
+        assert_eq!(t("token_embd.weight").dtype, GgmlType::Q4K);
+        assert!(f.tensor("output.weight").is_none(), "1.5b ties its head");
+        assert_eq!(t("blk.1.ffn_down.weight").dtype, GgmlType::Q6K);
+        assert_eq!(t("blk.1.ffn_down.weight").dims, vec![8960, 1536]);
+        // 0.5b's rows of 896 are not whole K-quant blocks.
+        let err = SynthConfig::sized(Arch::Qwen2, "0.5b", SynthQuant::Q4KM).unwrap_err();
+        assert!(err.contains("896") && err.contains("f32"), "{err}");
+        assert_eq!(t("blk.0.attn_q.bias").dtype, GgmlType::F32);
+        assert_eq!(t("blk.0.attn_norm.weight").dtype, GgmlType::F32);
+        let err = SynthConfig::sized(Arch::Llama, "70b", SynthQuant::F32).unwrap_err();
+        assert!(err.contains("7b"), "{err}");
+        let tiny = SynthConfig {
+            quant: SynthQuant::Q4KM,
+            ..SynthConfig::tiny(Arch::Llama)
+        };
+        let err = write(dir.path().join("t.gguf"), &tiny).unwrap_err().to_string();
+        assert!(err.contains("not whole"), "{err}");
     }
 
     #[test]

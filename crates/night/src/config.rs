@@ -90,6 +90,9 @@ pub struct NightConfig {
     /// becoming one step.
     pub min_train_steps: usize,
     pub train: reverie_train::TrainConfig,
+    /// Longest training sequence: a sub-task longer than this keeps its
+    /// first user message and its end ([`crate::dataset::cut`]).
+    pub max_train_tokens: usize,
     /// Context size of the judge and value model.
     pub n_ctx: u32,
     /// Layers of the judge/value model offloaded to the GPU (CUDA builds).
@@ -127,6 +130,7 @@ impl Default for NightConfig {
             stray_end_advantage: -1.0,
             repeated_call_advantage: -1.0,
             train,
+            max_train_tokens: 24_576,
             n_ctx: 8192,
             gpu_layers: 0,
         }

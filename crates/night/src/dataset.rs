@@ -56,7 +56,12 @@ pub fn sequences(
         let flags = MessageFlags::of(store, ChannelId(task.channel))?;
         let mut span = TokenSpan::default();
         let mut marks = Vec::new();
+        // Where the sub-task's first user message lies in `span`.
+        let mut head = 0..0;
         for (i, m) in msgs.iter().enumerate().take(last + 1) {
+            if i >= task.first && head.is_empty() && m.role == MessageRole::User {
+                head = span.len()..span.len() + m.tokens.len();
+            }
             let mut s = m.tokens.clone();
             if task.checked && !cfg.practice_echo {
                 // No world-model targets in a practice episode.
@@ -77,6 +82,7 @@ pub fn sequences(
             }
             span.append(&s);
         }
+        let (span, marks) = cut(span, marks, head, cfg.max_train_tokens);
         if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
             out.push(Sequence {
                 ids: span.ids,
@@ -106,6 +112,40 @@ pub fn sequences(
         }
     }
     Ok(out)
+}
+
+/// `span` (with its per-token `marks`) cut to at most `max` tokens: the
+/// tokens of `head` (the sub-task's first user message, at most half of
+/// `max`) and then the span's last tokens, so that the question and the
+/// end of the work that answered it both stay.
+pub fn cut(
+    span: TokenSpan,
+    marks: Vec<(usize, f32)>,
+    head: std::ops::Range<usize>,
+    max: usize,
+) -> (TokenSpan, Vec<(usize, f32)>) {
+    let n = span.len();
+    if n <= max || max == 0 {
+        return (span, marks);
+    }
+    let head = head.start..head.end.min(head.start + max / 2).min(n);
+    let tail_from = n - (max - head.len());
+    let head = head.start..head.end.min(tail_from);
+    let idx: Vec<usize> = head.clone().chain(tail_from..n).collect();
+    let out = TokenSpan {
+        ids: idx.iter().map(|&k| span.ids[k]).collect(),
+        roles: idx.iter().map(|&k| span.roles[k]).collect(),
+        logprobs: idx.iter().map(|&k| span.logprobs[k]).collect(),
+    };
+    let marks = marks
+        .into_iter()
+        .filter_map(|(k, a)| match k {
+            _ if head.contains(&k) => Some((k - head.start, a)),
+            _ if k >= tail_from => Some((k - tail_from + head.len(), a)),
+            _ => None,
+        })
+        .collect();
+    (out, marks)
 }
 
 /// What the store recorded about a channel's messages that marks tokens.
@@ -177,12 +217,38 @@ fn repeats_the_call_before(msgs: &[Message], i: usize, repeating: &[MessageId]) 
 
 #[cfg(test)]
 mod tests {
-    use super::sequences;
+    use super::{cut, sequences};
     use crate::config::NightConfig;
     use crate::judge::JudgedTask;
     use reverie_core::{Home, MessageRole, TokenRole, TokenSpan};
     use reverie_store::Store;
     use reverie_train::data::Sequence;
+
+    #[test]
+    fn a_long_sub_task_keeps_its_first_user_message_and_its_end() {
+        let mut span = TokenSpan::default();
+        let roles = [TokenRole::Context, TokenRole::User, TokenRole::Action];
+        for k in 0..100 {
+            // 0..10 system, 10..20 the question, then the work.
+            let role = roles[usize::from(k >= 10) + usize::from(k >= 20)];
+            span.push(k, role, None);
+        }
+        let marks = vec![(5, -1.0), (15, -1.0), (50, -1.0), (95, -1.0)];
+        let (short, kept) = cut(span.clone(), marks.clone(), 10..20, 30);
+        assert_eq!(short.len(), 30);
+        assert!(short.is_consistent());
+        let want: Vec<i32> = (10..20).chain(80..100).collect();
+        assert_eq!(short.ids, want, "the question, then the last 20 tokens");
+        assert_eq!(short.roles[0], TokenRole::User);
+        assert_eq!(kept, vec![(5, -1.0), (25, -1.0)], "marks follow their tokens");
+        // Short enough: untouched.
+        let (same, same_marks) = cut(span.clone(), marks.clone(), 10..20, 100);
+        assert_eq!((same.ids, same_marks), (span.ids.clone(), marks));
+        // A question longer than half the budget keeps its start.
+        let (short, _) = cut(span, vec![], 0..90, 30);
+        let want: Vec<i32> = (0..15).chain(85..100).collect();
+        assert_eq!(short.ids, want);
+    }
 
     #[test]
     fn an_unintended_end_marks_its_last_token() {

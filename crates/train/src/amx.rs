@@ -81,39 +81,50 @@ pub struct Packed {
 
 impl Packed {
     /// `B = Wᵀ` for `W [n, k]` row-major: the forward pass of a projection
-    /// whose weight is stored as GGUF stores it (`x · Wᵀ`).
+    /// whose weight is stored as GGUF stores it (`x · Wᵀ`). Each of `W`'s
+    /// rows is one column of `B`, read once, front to back.
     pub fn transposed(w: &[f32], n: usize, k: usize) -> Packed {
         assert_eq!(w.len(), n * k, "weight of {n} × {k}");
-        Packed::new(k, n, |kk, nn| w[nn * k + kk])
+        Packed::filled(k, n, |group, c0, width, steps| {
+            for j in 0..width {
+                for (kk, &v) in w[(c0 + j) * k..(c0 + j + 1) * k].iter().enumerate() {
+                    group[at(kk, j, steps)] = bf16(v);
+                }
+            }
+        })
     }
 
     /// `B = W` for `W [k, n]` row-major: the backward pass of the same
-    /// projection (`dy · W`).
+    /// projection (`dy · W`). A group of 16 columns reads 16 values of each
+    /// of `W`'s rows.
     pub fn plain(w: &[f32], k: usize, n: usize) -> Packed {
         assert_eq!(w.len(), k * n, "weight of {k} × {n}");
-        Packed::new(k, n, |kk, nn| w[kk * n + nn])
+        Packed::filled(k, n, |group, c0, width, steps| {
+            for kk in 0..k {
+                for (j, &v) in w[kk * n + c0..kk * n + c0 + width].iter().enumerate() {
+                    group[at(kk, j, steps)] = bf16(v);
+                }
+            }
+        })
     }
 
-    fn new(k: usize, n: usize, at: impl Fn(usize, usize) -> f32 + Sync) -> Packed {
-        let kp = k.div_ceil(K_STEP) * K_STEP;
+    /// `B [k, n]` padded to whole tiles, each group of 16 columns filled by
+    /// `fill(group, first column, columns, steps)` on the thread pool.
+    fn filled(
+        k: usize,
+        n: usize,
+        fill: impl Fn(&mut [u16], usize, usize, usize) + Sync,
+    ) -> Packed {
+        let kp = padded(k);
         let np = n.div_ceil(BLOCK) * BLOCK;
         let steps = kp / K_STEP;
         let mut data = vec![0u16; kp * np];
-        // One chunk per group of 16 columns: its `steps` tiles.
         data.par_chunks_mut(steps * TILE)
             .enumerate()
             .for_each(|(g, group)| {
-                for (s, tile) in group.chunks_mut(TILE).enumerate() {
-                    for r in 0..16 {
-                        for j in 0..16 {
-                            for p in 0..2 {
-                                let (kk, nn) = (s * K_STEP + 2 * r + p, g * 16 + j);
-                                if kk < k && nn < n {
-                                    tile[(r * 16 + j) * 2 + p] = bf16(at(kk, nn));
-                                }
-                            }
-                        }
-                    }
+                let c0 = g * 16;
+                if c0 < n {
+                    fill(group, c0, 16.min(n - c0), steps);
                 }
             });
         Packed { data, k, n, kp, np }
@@ -128,6 +139,15 @@ impl Packed {
     pub fn bytes(&self) -> usize {
         self.data.len() * 2
     }
+}
+
+/// Where `B[kk][column j of a group]` lies in the group's packed tiles:
+/// tile `kk / 32`, row `(kk % 32) / 2` of 16 pairs, pair `j`, half `kk % 2`.
+#[inline(always)]
+fn at(kk: usize, j: usize, steps: usize) -> usize {
+    debug_assert!(kk < steps * K_STEP && j < 16);
+    let q = kk % K_STEP;
+    (kk / K_STEP) * TILE + (q / 2) * 32 + 2 * j + (q % 2)
 }
 
 /// A pointer handed to the worker threads, each of which writes only its
@@ -149,26 +169,52 @@ impl Out {
 /// `dst [m, n] = a [m, k] · B`, all row-major; `a` is rounded to bf16.
 /// Panics unless [`available`] (callers check once and keep f32 otherwise).
 pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
-    assert!(available(), "AMX is not available on this machine");
-    let (k, n) = (b.k, b.n);
-    assert!(
-        a.len() >= m * k && dst.len() >= m * n,
-        "matmul operand sizes"
-    );
-    if m == 0 || n == 0 {
-        return;
-    }
-    let mp = m.div_ceil(BLOCK) * BLOCK;
-    let kp = b.kp;
-    let mut ab = vec![0u16; mp * kp];
-    ab.par_chunks_mut(kp)
-        .zip(a.par_chunks(k))
-        .take(m)
-        .for_each(|(row, src)| {
-            for (d, s) in row.iter_mut().zip(src) {
+    matmul_rounded(dst, b.n, &Rounded::new(a, m, b.k, b.k), b, false);
+}
+
+/// `k` padded to whole tile steps, as [`Packed`] and [`Rounded`] hold it.
+fn padded(k: usize) -> usize {
+    k.div_ceil(K_STEP) * K_STEP
+}
+
+/// A left operand `A [m, k]` rounded to bf16 and padded to whole blocks,
+/// so several products can share one rounding.
+pub(crate) struct Rounded {
+    data: Vec<u16>,
+    m: usize,
+    kp: usize,
+}
+
+impl Rounded {
+    /// Rows of `k` values `lda` apart in `a` (a column range of a wider
+    /// matrix when `lda > k`).
+    pub(crate) fn new(a: &[f32], m: usize, k: usize, lda: usize) -> Rounded {
+        let kp = padded(k);
+        assert!(m == 0 || a.len() >= (m - 1) * lda + k, "matmul operand sizes");
+        let mp = m.div_ceil(BLOCK) * BLOCK;
+        let mut data = vec![0u16; mp * kp];
+        data.par_chunks_mut(kp).take(m).enumerate().for_each(|(i, row)| {
+            for (d, s) in row.iter_mut().zip(&a[i * lda..i * lda + k]) {
                 *d = bf16(*s);
             }
         });
+        Rounded { data, m, kp }
+    }
+}
+
+/// `dst [m, n] (+)= A · B` with `dst` rows `ldc` floats apart (a column
+/// range of a wider matrix when `ldc > n`); with `add` the product is added
+/// to what `dst` holds. Panics unless [`available`].
+pub(crate) fn matmul_rounded(dst: &mut [f32], ldc: usize, a: &Rounded, b: &Packed, add: bool) {
+    assert!(available(), "AMX is not available on this machine");
+    let (m, n) = (a.m, b.n);
+    assert!(a.kp == b.kp && ldc >= n, "matmul operand shapes");
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(dst.len() >= (m - 1) * ldc + n, "matmul operand sizes");
+    let mp = m.div_ceil(BLOCK) * BLOCK;
+    let (kp, ab) = (a.kp, &a.data);
     let np = b.np;
     let steps = kp / K_STEP;
     // Whole blocks are written straight into `dst`; ragged edges go
@@ -197,19 +243,29 @@ pub fn matmul(dst: &mut [f32], a: &[f32], m: usize, b: &Packed) {
                 let b1 = b.data[(2 * pair + 1) * steps * TILE..].as_ptr();
                 let (r0, c0) = (mb * BLOCK, pair * BLOCK);
                 let whole = r0 + BLOCK <= m && c0 + BLOCK <= n;
+                let (rows, w) = (BLOCK.min(m - r0), BLOCK.min(n - c0));
                 // SAFETY: `a0` has 32 rows of `kp` bf16, `b0`/`b1` `steps`
                 // tiles each, and the destination 32 rows of 32 floats at
-                // its stride: inside `dst` when whole, `scratch` otherwise.
+                // its stride: inside `dst` when whole, `scratch` otherwise
+                // (filled from and copied back to `dst`'s part).
                 unsafe {
                     if whole {
-                        block(a0, kp, b0, b1, steps, out.at(r0 * n + c0), n);
+                        block(a0, kp, b0, b1, steps, out.at(r0 * ldc + c0), ldc, add);
                     } else {
-                        block(a0, kp, b0, b1, steps, scratch.as_mut_ptr(), BLOCK);
-                        for r in 0..BLOCK.min(m - r0) {
-                            let w = BLOCK.min(n - c0);
+                        if add {
+                            for r in 0..rows {
+                                std::ptr::copy_nonoverlapping(
+                                    out.at((r0 + r) * ldc + c0),
+                                    scratch[r * BLOCK..].as_mut_ptr(),
+                                    w,
+                                );
+                            }
+                        }
+                        block(a0, kp, b0, b1, steps, scratch.as_mut_ptr(), BLOCK, add);
+                        for r in 0..rows {
                             std::ptr::copy_nonoverlapping(
                                 scratch[r * BLOCK..].as_ptr(),
-                                out.at((r0 + r) * n + c0),
+                                out.at((r0 + r) * ldc + c0),
                                 w,
                             );
                         }
@@ -259,10 +315,12 @@ impl TileConfig {
     }
 }
 
-/// `C [32, 32] = A [32, 32·steps] · B`: `a` points at 32 rows of bf16,
+/// `C [32, 32] (+)= A [32, 32·steps] · B`: `a` points at 32 rows of bf16,
 /// `lda` values apart; `b0` and `b1` at the `steps` tiles of two groups of
-/// 16 columns; `c` at 32 rows of 32 floats, `ldc` floats apart.
+/// 16 columns; `c` at 32 rows of 32 floats, `ldc` floats apart, which the
+/// product replaces or, with `add`, is added to.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 unsafe fn block(
     a: *const u16,
     lda: usize,
@@ -271,16 +329,35 @@ unsafe fn block(
     steps: usize,
     c: *mut f32,
     ldc: usize,
+    add: bool,
 ) {
     let lda_bytes = lda * 2;
     let a1 = a.add(16 * lda);
     let ldc_bytes = ldc * 4;
     let c1 = c.add(16 * ldc);
+    if add {
+        std::arch::asm!(
+            "tileloadd tmm0, [{c0} + {ldc}*1]",
+            "tileloadd tmm1, [{c0} + {ldc}*1 + 64]",
+            "tileloadd tmm2, [{c1} + {ldc}*1]",
+            "tileloadd tmm3, [{c1} + {ldc}*1 + 64]",
+            c0 = in(reg) c,
+            c1 = in(reg) c1,
+            ldc = in(reg) ldc_bytes,
+            options(nostack, readonly),
+        );
+    } else {
+        std::arch::asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem),
+        );
+    }
+    // The accumulators stay in tmm0–3 between the two blocks: tile
+    // registers are not Rust's, so nothing in between touches them.
     std::arch::asm!(
-        "tilezero tmm0",
-        "tilezero tmm1",
-        "tilezero tmm2",
-        "tilezero tmm3",
         "2:",
         "tileloadd tmm4, [{a0} + {lda}*1]",
         "tileloadd tmm5, [{a1} + {lda}*1]",

@@ -11,6 +11,7 @@ use crate::cpu::{
     f32_slice, f32_values, gemm, held_f32, matmul, matmul_by_transposed, with_f32, Stored,
 };
 use crate::portable;
+use crate::quant::Quantized;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
 /// the CPU (or bf16 AMX tiles, [`FrozenMatmul::tiled`]), bf16 on other
@@ -42,6 +43,8 @@ impl Tiles {
 pub(crate) enum Weight {
     Dense(Tensor),
     Tiles(Arc<Tiles>),
+    /// In its GGUF block format, expanded a tile at a time.
+    Quant(Arc<Quantized>),
 }
 
 struct Op {
@@ -77,6 +80,14 @@ impl FrozenMatmul {
         ))
     }
 
+    /// The weight kept in its GGUF block format ([`Quantized`]): the
+    /// file's bytes in memory, each product expanding one tile of rows at a
+    /// time. CPU kernels on the CPU, the portable path elsewhere.
+    pub(crate) fn quantized(q: Arc<Quantized>) -> FrozenMatmul {
+        let dims = q.dims();
+        FrozenMatmul::from_weight(Weight::Quant(q), dims)
+    }
+
     fn from_weight(w: Weight, dims: (usize, usize)) -> FrozenMatmul {
         FrozenMatmul {
             op: Arc::new(Box::new(Op { w: w.clone() })),
@@ -85,11 +96,20 @@ impl FrozenMatmul {
         }
     }
 
-    /// The frozen `W [out, in]`, unless it is held as tiles only.
+    /// The frozen `W [out, in]`, when it is held as a dense tensor.
     pub fn weight(&self) -> Option<&Tensor> {
         match &self.weight {
             Weight::Dense(w) => Some(w),
-            Weight::Tiles(_) => None,
+            Weight::Tiles(_) | Weight::Quant(_) => None,
+        }
+    }
+
+    /// Bytes the frozen weight occupies.
+    pub fn bytes(&self) -> usize {
+        match &self.weight {
+            Weight::Dense(w) => w.elem_count() * w.dtype().size_in_bytes(),
+            Weight::Tiles(t) => t.forward.bytes() + t.backward.bytes(),
+            Weight::Quant(q) => q.bytes(),
         }
     }
 
@@ -104,12 +124,7 @@ impl FrozenMatmul {
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if portable::wanted(x) {
-            let Some(w) = self.weight() else {
-                candle_core::bail!(
-                    "the portable ops need the f32 weights: load the model without bf16 tiles"
-                );
-            };
-            return portable::frozen_matmul(x, w);
+            return portable::frozen_matmul(x, &self.weight);
         }
         x.contiguous()?.apply_op1_arc(self.op.clone())
     }
@@ -145,6 +160,7 @@ impl Weight {
         match self {
             Weight::Dense(w) => w.dims2(),
             Weight::Tiles(t) => Ok((t.forward.dims().1, t.forward.dims().0)),
+            Weight::Quant(q) => Ok(q.dims()),
         }
     }
 
@@ -160,6 +176,7 @@ impl Weight {
                 amx::matmul(y, x, rows, &t.forward);
                 Ok(())
             }
+            Weight::Quant(q) => q.project(y, x, rows),
         }
     }
 
@@ -175,6 +192,7 @@ impl Weight {
                 amx::matmul(dx, g, rows, &t.backward);
                 Ok(())
             }
+            Weight::Quant(q) => q.project_back_into(dx, g, rows),
         }
     }
 
@@ -182,7 +200,7 @@ impl Weight {
     fn project_back(&self, g: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Dense(w) => g.broadcast_matmul(w),
-            Weight::Tiles(_) => {
+            Weight::Tiles(_) | Weight::Quant(_) => {
                 let (out, inp) = self.dims()?;
                 let mut shape = g.dims().to_vec();
                 if let Some(last) = shape.last_mut() {

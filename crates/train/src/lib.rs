@@ -12,8 +12,10 @@
 //! ever computed), [`attention::attention`] (causal, grouped-query, sliding
 //! window, memory linear in the sequence length) and
 //! [`lm_head::target_logprobs`] (the vocabulary projection and log-softmax,
-//! one block of logits at a time). On CPUs with AMX, the frozen weights of a
-//! training run can be held as bf16 tiles ([`amx`]), as a GPU holds them.
+//! one block of logits at a time). A training run holds the frozen weights in
+//! the GGUF's own block formats and expands one tile of rows at a time inside
+//! each product (`quant`), so a model costs its file's size in memory; f32,
+//! or bf16 tiles on CPUs with AMX ([`amx`]), remain options.
 //!
 //! This crate must never touch the store or llama.cpp: it takes token ids with
 //! roles and returns numbers and files.
@@ -21,6 +23,7 @@
 pub mod amx;
 pub mod attention;
 mod cpu;
+mod quant;
 pub mod data;
 pub mod device;
 pub mod export;
@@ -45,5 +48,5 @@ pub use device::DeviceChoice;
 pub use error::TrainError;
 pub use hparams::Hparams;
 pub use lora::{Lora, LoraConfig};
-pub use model::Model;
+pub use model::{Held, Model};
 pub use trainer::{StepReport, TrainConfig, Trainer};

@@ -21,27 +21,18 @@ use crate::portable;
 /// `log softmax(h · Wᵀ)[i, targets[i]]` for every row `i` of `h [n, e]`,
 /// with `W [vocab, e]` frozen, `block` rows of logits at a time.
 pub fn target_logprobs(h: &Tensor, w: &Tensor, targets: &[u32], block: usize) -> Result<Tensor> {
-    if portable::wanted(h) {
-        check(h, w.dims2()?, targets)?;
-        return portable::target_logprobs(h, w, targets, block);
-    }
     head_logprobs(h, &Weight::Dense(w.detach().contiguous()?), targets, block)
 }
 
-/// [`target_logprobs`] for the head a [`FrozenMatmul`] holds, dense or tiled.
+/// [`target_logprobs`] for the head a [`FrozenMatmul`] holds, dense, tiled
+/// or quantized.
 pub fn frozen_target_logprobs(
     h: &Tensor,
     w: &FrozenMatmul,
     targets: &[u32],
     block: usize,
 ) -> Result<Tensor> {
-    match w.weight() {
-        Some(dense) => target_logprobs(h, dense, targets, block),
-        None if portable::wanted(h) => candle_core::bail!(
-            "the portable ops need the f32 weights: load the model without bf16 tiles"
-        ),
-        None => head_logprobs(h, w.held(), targets, block),
-    }
+    head_logprobs(h, w.held(), targets, block)
 }
 
 fn check(h: &Tensor, (vocab, we): (usize, usize), targets: &[u32]) -> Result<()> {
@@ -62,6 +53,9 @@ fn check(h: &Tensor, (vocab, we): (usize, usize), targets: &[u32]) -> Result<()>
 fn head_logprobs(h: &Tensor, w: &Weight, targets: &[u32], block: usize) -> Result<Tensor> {
     let dims = w.dims()?;
     check(h, dims, targets)?;
+    if portable::wanted(h) {
+        return portable::target_logprobs(h, w, targets, block);
+    }
     let op = LmHead {
         w: w.clone(),
         vocab: dims.0,

@@ -4,7 +4,9 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::gguf_file;
+use std::sync::Arc;
+
+use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use crate::attention::attention;
@@ -16,6 +18,7 @@ use crate::hparams::{Architecture, Hparams};
 use crate::lm_head::frozen_target_logprobs;
 use crate::lora::Lora;
 use crate::ops;
+use crate::quant::Quantized;
 
 struct Layer {
     attn_norm: Tensor,
@@ -36,16 +39,134 @@ struct Layer {
     post_ffn_norm: Option<Tensor>,
 }
 
-/// A GGUF model held for training and scoring: f32 on the CPU; on a GPU the
-/// frozen projections are bf16 and everything else f32.
+/// How a model's frozen projections, LM head and embeddings are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// f32 (bf16 projections on a GPU): four bytes per parameter.
+    Dense,
+    /// bf16 AMX tiles on a CPU that has them ([`FrozenMatmul::tiled`]).
+    Bf16Tiles,
+    /// In the GGUF's own block formats, expanded a tile at a time inside
+    /// each product: the file's size in memory.
+    Quantized,
+    /// Quantized, each expanded tile multiplied in bf16 on the AMX tiles.
+    QuantizedBf16,
+}
+
+impl Held {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Held::Dense => "f32",
+            Held::Bf16Tiles => "bf16 tiles",
+            Held::Quantized => "quantized",
+            Held::QuantizedBf16 => "quantized, bf16 products",
+        }
+    }
+
+    fn quantized(self) -> bool {
+        matches!(self, Held::Quantized | Held::QuantizedBf16)
+    }
+}
+
+/// The token embeddings: a dense table, or the GGUF's blocks on the CPU
+/// with rows expanded as they are looked up.
+enum Embedding {
+    Dense(Tensor),
+    Quant(Arc<Quantized>),
+}
+
+/// A GGUF model held for training and scoring: the frozen part as [`Held`]
+/// says, norms, biases and activations in f32.
 pub struct Model {
     pub hp: Hparams,
     pub path: PathBuf,
     pub device: Device,
-    embed: Tensor,
+    held: Held,
+    embed: Embedding,
     output: FrozenMatmul,
     output_norm: Tensor,
     layers: Vec<Layer>,
+}
+
+/// Reads the tensors of one GGUF file.
+struct Loader<'p> {
+    path: &'p Path,
+    content: gguf_file::Content,
+    file: File,
+    device: Device,
+    held: Held,
+}
+
+impl Loader<'_> {
+    fn bad(&self, reason: String) -> TrainError {
+        TrainError::Model {
+            path: self.path.to_path_buf(),
+            reason,
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    /// The tensor as the file stores it, on the CPU.
+    fn raw(&mut self, name: &str) -> Result<QTensor, TrainError> {
+        self.content
+            .tensor(&mut self.file, name, &Device::Cpu)
+            .map_err(|e| self.bad(format!("tensor {name}: {e}")))
+    }
+
+    /// Dequantized exactly (for every GGUF type candle reads) to f32 on the
+    /// model's device.
+    fn dense(&self, q: &QTensor) -> Result<Tensor, TrainError> {
+        Ok(q.dequantize(&Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .to_device(&self.device)?)
+    }
+
+    fn get(&mut self, name: &str) -> Result<Tensor, TrainError> {
+        let q = self.raw(name)?;
+        self.dense(&q)
+    }
+
+    fn opt(&mut self, name: &str) -> Result<Option<Tensor>, TrainError> {
+        if self.has(name) {
+            self.get(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether `q` stays in its block format.
+    fn keeps(&self, q: &QTensor) -> bool {
+        self.held.quantized() && Quantized::keeps(q.dtype())
+    }
+
+    fn frozen(&self, q: &QTensor) -> Result<FrozenMatmul, TrainError> {
+        if self.keeps(q) {
+            let mut w = Quantized::new(q, &self.device)?;
+            if self.held == Held::QuantizedBf16 {
+                w = w.on_amx()?;
+            }
+            return Ok(FrozenMatmul::quantized(Arc::new(w)));
+        }
+        let w = self.dense(q)?;
+        self.frozen_dense(&w)
+    }
+
+    /// A weight that is not kept quantized (an f32 tensor, or every weight
+    /// of a dense load): bf16 tiles where products run on AMX.
+    fn frozen_dense(&self, w: &Tensor) -> Result<FrozenMatmul, TrainError> {
+        Ok(match self.held {
+            Held::Bf16Tiles | Held::QuantizedBf16 => FrozenMatmul::tiled(w)?,
+            Held::Dense | Held::Quantized => FrozenMatmul::new(w)?,
+        })
+    }
+
+    fn frozen_named(&mut self, name: &str) -> Result<FrozenMatmul, TrainError> {
+        let q = self.raw(name)?;
+        self.frozen(&q)
+    }
 }
 
 impl Model {
@@ -57,105 +178,121 @@ impl Model {
     /// Reads every tensor of `path`, dequantizes it on the CPU (exactly, for
     /// every GGUF type candle reads) and moves it to `device`.
     pub fn load_on(path: &Path, device: &Device) -> Result<Model, TrainError> {
-        Model::load_with(path, device, false)
+        Model::load_held(path, device, Held::Dense)
     }
 
-    /// The model as a training run wants it on `cfg.device`: with
-    /// `cfg.cpu_bf16` on a CPU that has AMX, the frozen projections and the
-    /// LM head as bf16 tiles ([`FrozenMatmul::tiled`]); as
-    /// [`Model::load_on`] everywhere else.
+    /// The model as a training run wants it on `cfg.device`: quantized
+    /// with `cfg.quantized`, else dense; with `cfg.cpu_bf16` on a CPU that
+    /// has AMX, multiplied in bf16 there.
     pub fn load_for_training(path: &Path, cfg: &crate::TrainConfig) -> Result<Model, TrainError> {
         let device = cfg.device.open()?;
-        let tiles = cfg.cpu_bf16 && device.is_cpu() && crate::amx::available();
-        Model::load_with(path, &device, tiles)
+        let amx = cfg.cpu_bf16 && device.is_cpu() && crate::amx::available();
+        let held = match (cfg.quantized, amx) {
+            (true, true) => Held::QuantizedBf16,
+            (true, false) => Held::Quantized,
+            (false, true) => Held::Bf16Tiles,
+            (false, false) => Held::Dense,
+        };
+        Model::load_held(path, &device, held)
     }
 
-    /// Whether the frozen weights are held as bf16 tiles.
+    /// Whether the frozen weights are multiplied in bf16 on AMX tiles.
     pub fn tiled(&self) -> bool {
-        self.output.weight().is_none()
+        matches!(self.held, Held::Bf16Tiles | Held::QuantizedBf16)
     }
 
-    fn load_with(path: &Path, device: &Device, tiles: bool) -> Result<Model, TrainError> {
-        let frozen = |w: &Tensor| {
-            if tiles {
-                FrozenMatmul::tiled(w)
-            } else {
-                FrozenMatmul::new(w)
-            }
+    /// How the frozen weights are held.
+    pub fn held(&self) -> Held {
+        self.held
+    }
+
+    /// Bytes the frozen projections, the LM head and the embeddings occupy
+    /// (a tied head counted once).
+    pub fn frozen_bytes(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+            .map(FrozenMatmul::bytes)
+            .sum();
+        let embed = match &self.embed {
+            Embedding::Dense(t) => t.elem_count() * t.dtype().size_in_bytes(),
+            Embedding::Quant(q) => q.bytes(),
         };
-        let device = device.clone();
-        let bad = |reason: String| TrainError::Model {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let mut file = File::open(path).map_err(|source| TrainError::Io {
+        layers + embed + self.output.bytes()
+    }
+
+    /// Reads `path` with its frozen weights held as `held` says, on
+    /// `device`.
+    pub fn load_held(path: &Path, device: &Device, held: Held) -> Result<Model, TrainError> {
+        let file = File::open(path).map_err(|source| TrainError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let content = gguf_file::Content::read(&mut file).map_err(|e| bad(e.to_string()))?;
-        let mut get = |name: &str| -> Result<Tensor, TrainError> {
-            let q = content
-                .tensor(&mut file, name, &Device::Cpu)
-                .map_err(|e| bad(format!("tensor {name}: {e}")))?;
-            Ok(q.dequantize(&Device::Cpu)?
-                .to_dtype(DType::F32)?
-                .to_device(&device)?)
+        let mut ld = Loader {
+            path,
+            content: gguf_file::Content::read(&mut &file).map_err(|e| TrainError::Model {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?,
+            file,
+            device: device.clone(),
+            held,
         };
-        let embed = get("token_embd.weight")?;
-        let n_vocab = embed.dim(0)?;
-        let hp = Hparams::from_metadata(&content.metadata, n_vocab).map_err(bad)?;
-        let has = |name: &str| content.tensor_infos.contains_key(name);
-        let output = if has("output.weight") {
-            get("output.weight")?
+        let embed_q = ld.raw("token_embd.weight")?;
+        let n_vocab = embed_q.shape().dims2()?.0;
+        let hp = Hparams::from_metadata(&ld.content.metadata, n_vocab).map_err(|e| ld.bad(e))?;
+        let tied = !ld.has("output.weight");
+        let (embed, output) = if ld.keeps(&embed_q) {
+            // Looked up on the CPU; a tied head on another device gets its
+            // own copy there.
+            let table = Arc::new(Quantized::new(&embed_q, &Device::Cpu)?);
+            let output = match (tied, device.is_cpu()) {
+                (true, true) => FrozenMatmul::quantized(table.clone()),
+                (true, false) => ld.frozen(&embed_q)?,
+                (false, _) => ld.frozen_named("output.weight")?,
+            };
+            (Embedding::Quant(table), output)
         } else {
-            embed.clone()
+            let table = ld.dense(&embed_q)?;
+            let output = if tied {
+                ld.frozen_dense(&table)?
+            } else {
+                ld.frozen_named("output.weight")?
+            };
+            (Embedding::Dense(table), output)
         };
-        let output_norm = get("output_norm.weight")?;
+        drop(embed_q);
+        let output_norm = ld.get("output_norm.weight")?;
         let mut layers = Vec::with_capacity(hp.n_layer);
         for i in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
-            let mut opt = |s: &str| -> Result<Option<Tensor>, TrainError> {
-                if has(&n(s)) {
-                    get(&n(s)).map(Some)
-                } else {
-                    Ok(None)
-                }
-            };
-            let q_bias = opt("attn_q.bias")?;
-            let k_bias = opt("attn_k.bias")?;
-            let v_bias = opt("attn_v.bias")?;
-            let q_norm = opt("attn_q_norm.weight")?;
-            let k_norm = opt("attn_k_norm.weight")?;
-            let post_attn_norm = opt("post_attention_norm.weight")?;
-            let post_ffn_norm = opt("post_ffw_norm.weight")?;
-            let attn_norm = get(&n("attn_norm.weight"))?;
-            let ffn_norm = get(&n("ffn_norm.weight"))?;
-            let mut w = |s: &str| -> Result<FrozenMatmul, TrainError> { Ok(frozen(&get(&n(s))?)?) };
             layers.push(Layer {
-                attn_norm,
-                q: w("attn_q.weight")?,
-                k: w("attn_k.weight")?,
-                v: w("attn_v.weight")?,
-                q_bias,
-                k_bias,
-                v_bias,
-                q_norm,
-                k_norm,
-                o: w("attn_output.weight")?,
-                post_attn_norm,
-                ffn_norm,
-                gate: w("ffn_gate.weight")?,
-                up: w("ffn_up.weight")?,
-                down: w("ffn_down.weight")?,
-                post_ffn_norm,
+                attn_norm: ld.get(&n("attn_norm.weight"))?,
+                q: ld.frozen_named(&n("attn_q.weight"))?,
+                k: ld.frozen_named(&n("attn_k.weight"))?,
+                v: ld.frozen_named(&n("attn_v.weight"))?,
+                q_bias: ld.opt(&n("attn_q.bias"))?,
+                k_bias: ld.opt(&n("attn_k.bias"))?,
+                v_bias: ld.opt(&n("attn_v.bias"))?,
+                q_norm: ld.opt(&n("attn_q_norm.weight"))?,
+                k_norm: ld.opt(&n("attn_k_norm.weight"))?,
+                o: ld.frozen_named(&n("attn_output.weight"))?,
+                post_attn_norm: ld.opt(&n("post_attention_norm.weight"))?,
+                ffn_norm: ld.get(&n("ffn_norm.weight"))?,
+                gate: ld.frozen_named(&n("ffn_gate.weight"))?,
+                up: ld.frozen_named(&n("ffn_up.weight"))?,
+                down: ld.frozen_named(&n("ffn_down.weight"))?,
+                post_ffn_norm: ld.opt(&n("post_ffw_norm.weight"))?,
             });
         }
         Ok(Model {
             hp,
             path: path.to_path_buf(),
             device: device.clone(),
-            output: frozen(&output)?,
+            held,
             embed,
+            output,
             output_norm,
             layers,
         })
@@ -222,12 +359,16 @@ impl Model {
 
     /// Token embeddings `[t, n_embd]` (scaled for gemma).
     pub fn embed(&self, ids: &[i32]) -> candle_core::Result<Tensor> {
-        let idx = Tensor::from_vec(
-            ids.iter().map(|&i| i as u32).collect::<Vec<_>>(),
-            ids.len(),
-            &self.device,
-        )?;
-        let h = self.embed.index_select(&idx, 0)?;
+        let ids: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+        let h = match &self.embed {
+            Embedding::Dense(table) => {
+                table.index_select(&Tensor::from_slice(&ids, ids.len(), &self.device)?, 0)?
+            }
+            Embedding::Quant(table) => {
+                Tensor::from_vec(table.rows(&ids)?, (ids.len(), table.dims().1), &Device::Cpu)?
+                    .to_device(&self.device)?
+            }
+        };
         if self.hp.architecture == Architecture::Gemma3 {
             h * (self.hp.n_embd as f64).sqrt()
         } else {

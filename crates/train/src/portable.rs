@@ -18,6 +18,8 @@ use candle_core::{
     Storage, Tensor, D,
 };
 
+use crate::frozen::Weight;
+
 static FORCED: AtomicBool = AtomicBool::new(false);
 
 /// Runs the portable ops on the CPU too, to check on a machine without a
@@ -121,19 +123,41 @@ impl CustomOp3 for Attached3 {
     }
 }
 
+/// The dtype products with a quantized weight run in: bf16 on a GPU, f32
+/// on the CPU.
+fn compute_dtype(t: &Tensor) -> DType {
+    if t.device().is_cpu() {
+        DType::F32
+    } else {
+        DType::BF16
+    }
+}
+
 /// `x · Wᵀ` in the weight's dtype (bf16 on a GPU), result in f32.
-fn project(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    x.to_dtype(w.dtype())?.matmul(&w.t()?)?.to_dtype(DType::F32)
+fn project(x: &Tensor, w: &Weight) -> Result<Tensor> {
+    match w {
+        Weight::Dense(w) => x.to_dtype(w.dtype())?.matmul(&w.t()?)?.to_dtype(DType::F32),
+        Weight::Quant(q) => q.project_tensor(x, compute_dtype(x)),
+        Weight::Tiles(_) => no_tiles(),
+    }
 }
 
 /// `g · W`, the input gradient of [`project`].
-fn project_back(g: &Tensor, w: &Tensor) -> Result<Tensor> {
-    g.to_dtype(w.dtype())?.matmul(w)?.to_dtype(DType::F32)
+fn project_back(g: &Tensor, w: &Weight) -> Result<Tensor> {
+    match w {
+        Weight::Dense(w) => g.to_dtype(w.dtype())?.matmul(w)?.to_dtype(DType::F32),
+        Weight::Quant(q) => q.project_back_tensor(g, compute_dtype(g)),
+        Weight::Tiles(_) => no_tiles(),
+    }
+}
+
+fn no_tiles<T>() -> Result<T> {
+    candle_core::bail!("the portable ops cannot use bf16 tiles: load the model without them")
 }
 
 /// `x [.., in] · Wᵀ` for a frozen `W [out, in]`; only `x` gets a gradient.
-pub(crate) fn frozen_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let (out, inp) = w.dims2()?;
+pub(crate) fn frozen_matmul(x: &Tensor, w: &Weight) -> Result<Tensor> {
+    let (out, inp) = w.dims()?;
     let x_shape = x.shape().clone();
     let rows = x.elem_count() / inp.max(1);
     if x.dims().last() != Some(&inp) {
@@ -155,7 +179,7 @@ pub(crate) fn frozen_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 /// of logits at a time in both passes.
 pub(crate) fn target_logprobs(
     h: &Tensor,
-    w: &Tensor,
+    w: &Weight,
     targets: &[u32],
     block: usize,
 ) -> Result<Tensor> {
@@ -365,14 +389,14 @@ mod tests {
         let dev = Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (9, 6), &dev).unwrap();
         let x = Var::randn(0f32, 1.0, (2, 5, 6), &dev).unwrap();
-        let ours = frozen_matmul(&x, &w).unwrap();
+        let ours = frozen_matmul(&x, &Weight::Dense(w.clone())).unwrap();
         let theirs = FrozenMatmul::new(&w).unwrap().forward(&x).unwrap();
         assert_eq!(ours.dims(), &[2, 5, 9]);
         assert!(max_abs_diff(&ours, &theirs) < 1e-5);
         grads_agree(&ours, &theirs, &[("x", &x)], 1e-4);
         let grads = ours.sum_all().unwrap().backward().unwrap();
         assert!(grads.get(&w).is_none());
-        assert!(frozen_matmul(&x, &w.t().unwrap()).is_err());
+        assert!(frozen_matmul(&x, &Weight::Dense(w.t().unwrap())).is_err());
     }
 
     #[test]
@@ -380,8 +404,8 @@ mod tests {
         let dev = Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (16, 64), &dev).unwrap();
         let x = Var::randn(0f32, 1.0, (8, 64), &dev).unwrap();
-        let exact = frozen_matmul(&x, &w).unwrap();
-        let half = frozen_matmul(&x, &w.to_dtype(DType::BF16).unwrap()).unwrap();
+        let exact = frozen_matmul(&x, &Weight::Dense(w.clone())).unwrap();
+        let half = frozen_matmul(&x, &Weight::Dense(w.to_dtype(DType::BF16).unwrap())).unwrap();
         assert_eq!(half.dtype(), DType::F32);
         // Two bf16 roundings (8 significant bits) over 64 products of N(0,1).
         let d = max_abs_diff(&exact, &half);
@@ -396,7 +420,7 @@ mod tests {
         let h = Var::randn(0f32, 1.0, (11, 12), &dev).unwrap();
         let targets: Vec<u32> = (0..11).map(|i| (i * 7 % 50) as u32).collect();
         for block in [1, 4, 64] {
-            let ours = target_logprobs(&h, &w, &targets, block).unwrap();
+            let ours = target_logprobs(&h, &Weight::Dense(w.clone()), &targets, block).unwrap();
             let theirs = crate::lm_head::target_logprobs(&h, &w, &targets, 3).unwrap();
             assert!(max_abs_diff(&ours, &theirs) < 1e-4, "block {block}");
             grads_agree(&ours, &theirs, &[("h", &h)], 1e-4);

@@ -37,10 +37,11 @@ pub struct TrainConfig {
     /// the layer in the backward pass (activation memory grows with one
     /// layer, not the whole model).
     pub recompute: bool,
-    /// Sequences of at most this many tokens keep the whole graph instead:
-    /// no second forward pass (a third of a step's time), and they fit in
-    /// memory anyway (a 2048-token step of the 0.5B default model peaks at
-    /// 7.6 GB, half of what PyTorch + PEFT takes without recomputation).
+    /// Sequences of at most this many tokens keep the whole graph instead
+    /// (no second forward pass: a third of a step's time), when its
+    /// estimated size also fits in half of the memory available
+    /// ([`Trainer::keeps_graph`]). A 2048-token step of the 0.5B default
+    /// model keeps about 5.2 GB of graph.
     pub recompute_above: usize,
     /// Where the model is loaded and trained ([`Model::load_on`]).
     pub device: DeviceChoice,
@@ -49,6 +50,12 @@ pub struct TrainConfig {
     /// numerics of a GPU run, several times the speed of f32. Off: f32
     /// everywhere on the CPU.
     pub cpu_bf16: bool,
+    /// Keep the frozen projections, the LM head and the embeddings in the
+    /// GGUF's block formats, expanded a tile at a time inside each product
+    /// ([`crate::model::Held::Quantized`]): the model costs its file's size
+    /// in memory instead of four bytes per parameter; with `cpu_bf16` on a
+    /// CPU with AMX, each expanded tile is multiplied there.
+    pub quantized: bool,
 }
 
 impl Default for TrainConfig {
@@ -66,6 +73,7 @@ impl Default for TrainConfig {
             recompute_above: 2048,
             device: DeviceChoice::Auto,
             cpu_bf16: true,
+            quantized: true,
         }
     }
 }
@@ -98,6 +106,14 @@ pub struct Trainer<'m> {
 }
 
 const CHECKPOINT: &str = "checkpoint";
+
+/// Bytes of memory available now (`MemAvailable`), where Linux says.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io {
@@ -204,6 +220,21 @@ impl<'m> Trainer<'m> {
         Ok(sum)
     }
 
+    /// Whether a step on `tokens` tokens keeps the whole graph rather than
+    /// recomputing each layer: not when recomputation is on and the
+    /// sequence is longer than `recompute_above` or its graph (estimated
+    /// from the model's widths: about `4·(8·n_embd + 4·n_ff)` bytes per
+    /// token and layer) would take more than half of the memory available.
+    pub fn keeps_graph(&self, tokens: usize) -> bool {
+        if !self.cfg.recompute {
+            return true;
+        }
+        let hp = &self.model.hp;
+        let graph = tokens * hp.n_layer * 4 * (8 * hp.n_embd + 4 * hp.n_ff);
+        tokens <= self.cfg.recompute_above
+            && available_memory().is_none_or(|free| (graph as u64) < free / 2)
+    }
+
     /// The loss terms of `seq` and the gradient of `weight · loss` for each
     /// LoRA variable (in `named_vars` order).
     pub fn sequence_gradients(
@@ -213,7 +244,7 @@ impl<'m> Trainer<'m> {
         weight: f64,
     ) -> Result<(LossTerms, Vec<Option<Tensor>>), TrainError> {
         let named = self.lora.named_vars();
-        if !self.cfg.recompute || seq.ids.len() <= self.cfg.recompute_above {
+        if self.keeps_graph(seq.ids.len()) {
             let forward = crate::timing::span("forward");
             let lp = logprobs(self.model, &self.cfg, seq, Some(&self.lora))?;
             let (loss, terms) = sequence_loss(seq, &lp, lag, &self.cfg.loss)?;

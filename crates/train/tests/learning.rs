@@ -64,6 +64,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         recompute_above: 0,
         device: reverie_train::DeviceChoice::Cpu,
         cpu_bf16: false,
+        quantized: false,
     }
 }
 
@@ -480,5 +481,56 @@ fn bf16_tiles_score_within_rounding_of_f32_and_still_learn() {
     assert!(
         after > before + 0.5,
         "positive advantage on bf16 tiles: {before} -> {after}"
+    );
+}
+
+#[test]
+fn quantized_weights_score_as_their_dequantized_values_and_learn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q4km.gguf");
+    // Rows of 256: whole Q4_K blocks.
+    let c = SynthConfig {
+        n_embd: 256,
+        head_dim: 64,
+        n_ff: 512,
+        init_scale: 0.05,
+        quant: reverie_gguf::synth::SynthQuant::Q4KM,
+        ..SynthConfig::tiny(Arch::Qwen2)
+    };
+    synth::write(&path, &c).unwrap();
+    let cfg = TrainConfig {
+        quantized: true,
+        ..small_cfg(2e-2, 1)
+    };
+    let held = Model::load_for_training(&path, &cfg).unwrap();
+    let dense = Model::load(&path).unwrap();
+    assert_eq!(held.held(), reverie_train::Held::Quantized);
+    assert!(
+        held.frozen_bytes() * 5 < dense.frozen_bytes(),
+        "quantized {} bytes vs f32 {}",
+        held.frozen_bytes(),
+        dense.frozen_bytes()
+    );
+    let ids = [3, 300, 301, 302, 4, 3, 290];
+    let lp = |m: &Model, lora: Option<&reverie_train::Lora>| {
+        m.token_logprobs(&ids, lora, 8)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    let (a, b) = (lp(&dense, None), lp(&held, None));
+    let gap = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(gap < 1e-4, "quantized log-probs differ from f32 by {gap}");
+    let mut t = Trainer::new(&held, vec![seq(&ids, 6, 2.0); 30], cfg).unwrap();
+    let before = *lp(&held, Some(&t.lora)).last().unwrap();
+    t.run(None, &mut |_| {}).unwrap();
+    let after = *lp(&held, Some(&t.lora)).last().unwrap();
+    assert!(
+        after > before + 0.1,
+        "the rewarded token's log-prob went {before} -> {after}"
     );
 }

@@ -4,9 +4,9 @@
 
 use candle_core::Tensor;
 use reverie_core::TokenRole;
-use reverie_gguf::synth::{self, Arch, SynthConfig};
+use reverie_gguf::synth::{self, Arch, SynthConfig, SynthQuant};
 use reverie_train::data::Sequence;
-use reverie_train::{portable, LoraConfig, Model, TrainConfig, Trainer};
+use reverie_train::{portable, Held, LoraConfig, Model, TrainConfig, Trainer};
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
     (a - b)
@@ -50,12 +50,30 @@ fn the_portable_ops_train_like_the_cpu_kernels() {
         recompute_above: 16,
         ..TrainConfig::default()
     };
-    for arch in Arch::ALL {
-        let path = dir.path().join(format!("{}.gguf", arch.as_str()));
+    // Every architecture in f32, and one whose frozen weights stay in
+    // their Q4_K_M blocks (the portable path expands them tile by tile).
+    let cases = Arch::ALL
+        .into_iter()
+        .map(|a| (a, Held::Dense))
+        .chain([(Arch::Qwen2, Held::Quantized)]);
+    for (arch, held) in cases {
+        let name = format!("{} ({})", arch.as_str(), held.as_str());
+        let path = dir.path().join(format!("{}-{:?}.gguf", arch.as_str(), held));
         let mut c = SynthConfig::tiny(arch);
         c.init_scale = 0.2;
+        if held == Held::Quantized {
+            c = SynthConfig {
+                n_embd: 256,
+                head_dim: 64,
+                n_ff: 512,
+                quant: SynthQuant::Q4KM,
+                init_scale: 0.05,
+                ..c
+            };
+        }
         synth::write(&path, &c).unwrap();
-        let model = Model::load(&path).unwrap();
+        let model = Model::load_held(&path, &candle_core::Device::Cpu, held).unwrap();
+        assert_eq!(model.held(), held);
         let trainer = Trainer::new(&model, vec![seq.clone()], cfg.clone()).unwrap();
         // B starts at zero; give it values so every A gets a gradient too.
         for (i, (_, ad)) in trainer.lora.adapters.iter().enumerate() {
@@ -81,7 +99,6 @@ fn the_portable_ops_train_like_the_cpu_kernels() {
         };
         let (lp_k, terms_k, grads_k) = run(false);
         let (lp_p, terms_p, grads_p) = run(true);
-        let name = arch.as_str();
         // The two paths sum in different orders; on random adapters gemma's
         // scaled embeddings put that at up to a few 1e-4 nats. The budget is
         // the trainer's own against llama.cpp.

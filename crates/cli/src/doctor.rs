@@ -59,6 +59,49 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// Where the night trains and how much memory a step of the active model
+/// needs, at a typical length and at the night's longest.
+fn training(home: &Home, model: &Path) -> Result<String, (String, String)> {
+    let cfg = reverie_night::NightConfig::load(home, None, &Default::default()).map_err(|e| {
+        (
+            e.to_string(),
+            "fix or remove night.json in the data folder".into(),
+        )
+    })?;
+    let device = match cfg.train.device.open() {
+        Ok(d) if d.is_cpu() => "the CPU".to_string(),
+        Ok(_) => format!("the GPU ({})", cfg.train.device),
+        Err(e) => {
+            return Err((
+                e.to_string(),
+                "choose another `train.device` in night.json".into(),
+            ))
+        }
+    };
+    let longest = cfg.max_train_tokens;
+    let at = |tokens| {
+        reverie_train::memory::step_memory(model, tokens, &cfg.train)
+            .map_err(|e| (e.to_string(), "use another GGUF file".to_string()))
+    };
+    let (typical, worst) = (at(4096.min(longest))?, at(longest)?);
+    let detail = format!(
+        "the night trains on {device}; frozen weights {} ({}); a step needs about {} at 4,096 tokens and {} at {longest} (the longest; `max_train_tokens` in night.json)",
+        output::bytes(worst.frozen),
+        if cfg.train.quantized { "kept in their block formats" } else { "f32" },
+        output::bytes(typical.total()),
+        output::bytes(worst.total()),
+    );
+    match reverie_train::memory::available() {
+        Some(free) if device == "the CPU" && worst.total() > free => Err((
+            format!("{detail}, but only {} is available", output::bytes(free)),
+            "lower `max_train_tokens` in night.json, close other programs, or train on a GPU"
+                .into(),
+        )),
+        Some(free) => Ok(format!("{detail}; {} available", output::bytes(free))),
+        None => Ok(detail),
+    }
+}
+
 /// How the model writes tool calls: in its own format (with or without a
 /// grammar that holds them to the tools' schemas), or Reverie's Hermes
 /// prompt where its template does not describe tools.
@@ -248,6 +291,9 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
             Ok("not installed; the value memory uses word overlap (`reverie model fetch all-minilm-l6-v2` adds it)".to_string())
         }
     }));
+    if let Ok(path) = &model {
+        checks.push(check("training", training(home, path)));
+    }
     checks.push(check("night", {
         let last = Store::open(home)
             .ok()

@@ -127,7 +127,12 @@ impl SynthConfig {
             "1.5b" => (1536, 28, 12, 2, 8960, 151_936),
             "3b" => (2048, 36, 16, 2, 11_008, 151_936),
             "7b" => (3584, 28, 28, 4, 18_944, 152_064),
-            _ => return Err(format!("unknown size {size:?}; choose {}", SIZES.join(", "))),
+            _ => {
+                return Err(format!(
+                    "unknown size {size:?}; choose {}",
+                    SIZES.join(", ")
+                ))
+            }
         };
         let c = SynthConfig {
             arch,
@@ -408,13 +413,13 @@ pub fn write(path: impl AsRef<Path>, config: &SynthConfig) -> io::Result<()> {
         .iter()
         .map(|(n, d, init)| (n.clone(), d.clone(), tensor_type(config.quant, n, init)))
         .collect();
-    if let Some((name, dims, ty)) = table
-        .iter()
-        .find(|(_, d, ty)| d[0] % ty.block().0 != 0)
-    {
+    if let Some((name, dims, ty)) = table.iter().find(|(_, d, ty)| d[0] % ty.block().0 != 0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{name} has rows of {} values: not whole {ty:?} blocks", dims[0]),
+            format!(
+                "{name} has rows of {} values: not whole {ty:?} blocks",
+                dims[0]
+            ),
         ));
     }
     let mut w = GgufWriter::create(path, &metadata(config, n_vocab), &table)?;
@@ -492,7 +497,9 @@ mod tests {
             quant: SynthQuant::Q4KM,
             ..SynthConfig::tiny(Arch::Llama)
         };
-        let err = write(dir.path().join("t.gguf"), &tiny).unwrap_err().to_string();
+        let err = write(dir.path().join("t.gguf"), &tiny)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not whole"), "{err}");
     }
 

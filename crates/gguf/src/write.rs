@@ -183,10 +183,17 @@ impl GgufWriter {
             )));
         }
         let out = self.out.take().expect("writer open");
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&self.tmp, &self.dest)?;
+        let written = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|file| file.sync_all())
+            .and_then(|()| fs::rename(&self.tmp, &self.dest));
+        if let Err(e) = written {
+            // The last bytes did not fit (a full disk): nothing half-written
+            // stays behind.
+            let _ = fs::remove_file(&self.tmp);
+            return Err(e);
+        }
         if let Some(dir) = self.dest.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir)?.sync_all()?;
         }

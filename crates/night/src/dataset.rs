@@ -240,7 +240,11 @@ mod tests {
         let want: Vec<i32> = (10..20).chain(80..100).collect();
         assert_eq!(short.ids, want, "the question, then the last 20 tokens");
         assert_eq!(short.roles[0], TokenRole::User);
-        assert_eq!(kept, vec![(5, -1.0), (25, -1.0)], "marks follow their tokens");
+        assert_eq!(
+            kept,
+            vec![(5, -1.0), (25, -1.0)],
+            "marks follow their tokens"
+        );
         // Short enough: untouched.
         let (same, same_marks) = cut(span.clone(), marks.clone(), 10..20, 100);
         assert_eq!((same.ids, same_marks), (span.ids.clone(), marks));

@@ -110,11 +110,7 @@ impl Packed {
 
     /// `B [k, n]` padded to whole tiles, each group of 16 columns filled by
     /// `fill(group, first column, columns, steps)` on the thread pool.
-    fn filled(
-        k: usize,
-        n: usize,
-        fill: impl Fn(&mut [u16], usize, usize, usize) + Sync,
-    ) -> Packed {
+    fn filled(k: usize, n: usize, fill: impl Fn(&mut [u16], usize, usize, usize) + Sync) -> Packed {
         let kp = padded(k);
         let np = n.div_ceil(BLOCK) * BLOCK;
         let steps = kp / K_STEP;
@@ -190,14 +186,20 @@ impl Rounded {
     /// matrix when `lda > k`).
     pub(crate) fn new(a: &[f32], m: usize, k: usize, lda: usize) -> Rounded {
         let kp = padded(k);
-        assert!(m == 0 || a.len() >= (m - 1) * lda + k, "matmul operand sizes");
+        assert!(
+            m == 0 || a.len() >= (m - 1) * lda + k,
+            "matmul operand sizes"
+        );
         let mp = m.div_ceil(BLOCK) * BLOCK;
         let mut data = vec![0u16; mp * kp];
-        data.par_chunks_mut(kp).take(m).enumerate().for_each(|(i, row)| {
-            for (d, s) in row.iter_mut().zip(&a[i * lda..i * lda + k]) {
-                *d = bf16(*s);
-            }
-        });
+        data.par_chunks_mut(kp)
+            .take(m)
+            .enumerate()
+            .for_each(|(i, row)| {
+                for (d, s) in row.iter_mut().zip(&a[i * lda..i * lda + k]) {
+                    *d = bf16(*s);
+                }
+            });
         Rounded { data, m, kp }
     }
 }

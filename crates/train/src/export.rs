@@ -12,6 +12,7 @@ use candle_core::{DType, Device, Tensor};
 use half::f16;
 use reverie_gguf::{GgmlType, GgufFile, GgufWriter, Value};
 
+use crate::cpu::{gemm, Stored};
 use crate::error::TrainError;
 use crate::lora::Lora;
 use crate::model::Model;
@@ -124,34 +125,63 @@ pub fn write_merged_q8_0(
         kept: 0,
         bytes: 0,
     };
-    for (info, (name, _, target)) in base.tensors.iter().zip(&plan) {
-        let bytes = if *target == info.dtype && !adapted(name) {
-            // 1-D, odd rows, or already q8_0 and not adapted: copy as is.
-            report.kept += 1;
-            let mut buf = vec![0u8; info.byte_len().expect("validated by GgufFile::open") as usize];
-            src.seek(SeekFrom::Start(base.data_offset + info.offset))
-                .map_err(io(&model.path))?;
-            src.read_exact(&mut buf).map_err(io(&model.path))?;
-            buf
-        } else {
-            let values = merged(model, lora, name, &content, &mut src)?;
-            report.merged += usize::from(adapted(name));
-            match target {
-                GgmlType::Q8_0 => {
-                    report.quantized += 1;
-                    quantize_q8_0(&values)
+    // One thread reads, merges and quantizes the next tensor while this one
+    // writes the last: the disk and the cores work at the same time.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, TrainError>>(1);
+    std::thread::scope(|scope| -> Result<(), TrainError> {
+        let report = &mut report;
+        let (tensors, plan) = (&base.tensors, &plan);
+        let producer = scope.spawn(move || {
+            for (info, (name, _, target)) in tensors.iter().zip(plan) {
+                let bytes = if *target == info.dtype && !adapted(name) {
+                    // 1-D, odd rows, or already q8_0 and not adapted: as is.
+                    let len = info.byte_len().expect("validated by GgufFile::open") as usize;
+                    let mut buf = vec![0u8; len];
+                    src.seek(SeekFrom::Start(base.data_offset + info.offset))
+                        .and_then(|_| src.read_exact(&mut buf))
+                        .map(|_| buf)
+                        .map_err(io(&model.path))
+                } else {
+                    merged(model, lora, name, &content, &mut src).map(|values| match target {
+                        GgmlType::Q8_0 => quantize_q8_0(&values),
+                        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    })
+                };
+                let failed = bytes.is_err();
+                if tx.send(bytes).is_err() || failed {
+                    return;
                 }
-                _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             }
-        };
-        report.bytes += bytes.len() as u64;
-        writer.write_tensor(name, &bytes).map_err(io(out))?;
-    }
+        });
+        // `rx` moves into the writing loop, so that an early return (a
+        // full disk) drops it and a reader waiting to send ends.
+        let writer = &mut writer;
+        let written = move || -> Result<(), TrainError> {
+            for (info, (name, _, target)) in tensors.iter().zip(plan) {
+                let bytes = rx.recv().map_err(|_| TrainError::Model {
+                    path: model.path.clone(),
+                    reason: "the export's reader stopped".into(),
+                })??;
+                if *target == info.dtype && !adapted(name) {
+                    report.kept += 1;
+                } else {
+                    report.merged += usize::from(adapted(name));
+                    report.quantized += usize::from(*target == GgmlType::Q8_0);
+                }
+                report.bytes += bytes.len() as u64;
+                writer.write_tensor(name, &bytes).map_err(io(out))?;
+            }
+            Ok(())
+        }();
+        producer.join().expect("the export's reader panicked");
+        written
+    })?;
     writer.finish().map_err(io(out))?;
     Ok(report)
 }
 
-/// The f32 values of tensor `name` with its adapter merged in.
+/// The f32 values of tensor `name`, exactly as the file holds them, with
+/// its adapter merged in: `W += (α/r)·B·A`, one gemm into the values.
 fn merged(
     model: &Model,
     lora: Option<&Lora>,
@@ -159,25 +189,36 @@ fn merged(
     content: &gguf_file::Content,
     file: &mut File,
 ) -> Result<Vec<f32>, TrainError> {
-    // A GPU holds the frozen weights in bf16: merge into the file's exact
-    // values instead.
-    let w = match model.weight(name).filter(|w| w.dtype() == DType::F32) {
-        Some(w) => w.clone(),
-        None => content
-            .tensor(file, name, &Device::Cpu)
-            .map_err(|e| TrainError::Model {
+    let q = content
+        .tensor(file, name, &Device::Cpu)
+        .map_err(|e| TrainError::Model {
+            path: model.path.clone(),
+            reason: format!("{name}: {e}"),
+        })?;
+    let mut w = crate::quant::dequantize(&q)?;
+    if let Some((scale, ad)) = lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) {
+        let on_cpu = |t: &Tensor| tensor_f32(&t.to_device(&Device::Cpu)?);
+        let (a, b) = (on_cpu(ad.a.as_tensor())?, on_cpu(ad.b.as_tensor())?);
+        let ((r, inp), out) = (ad.a.as_tensor().dims2()?, ad.b.as_tensor().dim(0)?);
+        if w.len() != out * inp {
+            return Err(TrainError::Model {
                 path: model.path.clone(),
-                reason: format!("{name}: {e}"),
-            })?
-            .dequantize(&Device::Cpu)?
-            .to_dtype(DType::F32)?
-            .to_device(&model.device)?,
-    };
-    let w = match lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) {
-        Some((scale, ad)) => (w + (ad.b.as_tensor().matmul(ad.a.as_tensor())? * scale)?)?,
-        None => w,
-    };
-    Ok(tensor_f32(&w)?)
+                reason: format!(
+                    "{name} holds {} values, its adapter [{out}, {inp}]",
+                    w.len()
+                ),
+            });
+        }
+        let b: Vec<f32> = b.iter().map(|v| v * scale as f32).collect();
+        gemm(
+            &mut w,
+            (out, inp, r),
+            (&b, Stored::AsIs),
+            (&a, Stored::AsIs),
+            true,
+        );
+    }
+    Ok(w)
 }
 
 /// Writes the adapter alone as a llama.cpp LoRA GGUF (`general.type =

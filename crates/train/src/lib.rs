@@ -23,7 +23,6 @@
 pub mod amx;
 pub mod attention;
 mod cpu;
-mod quant;
 pub mod data;
 pub mod device;
 pub mod export;
@@ -35,10 +34,12 @@ pub mod hparams;
 pub mod lm_head;
 pub mod lora;
 pub mod loss;
+pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod portable;
+mod quant;
 pub mod timing;
 pub mod trainer;
 

@@ -95,6 +95,22 @@ fn expand<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize) -> Result<()> 
     Ok(())
 }
 
+/// Every value of `q` as f32, row-major: rows expanded in parallel for the
+/// block formats kept quantized, candle's own dequantization otherwise.
+pub(crate) fn dequantize(q: &QTensor) -> Result<Vec<f32>> {
+    let dtype = q.dtype();
+    let dims = q.shape().dims();
+    let n = q.shape().elem_count();
+    let row = dims.last().copied().unwrap_or(1);
+    if !Quantized::keeps(dtype) || row % dtype.block_size() != 0 {
+        return q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1::<f32>();
+    }
+    let mut out = vec![0f32; n];
+    let data = q.data()?;
+    by_block!(dtype, expand(&data, &mut out, row))?;
+    Ok(out)
+}
+
 /// Bytes of one row of `inp` values in `dtype`.
 fn row_bytes(dtype: GgmlDType, inp: usize) -> usize {
     inp / dtype.block_size() * dtype.type_size()
@@ -341,7 +357,11 @@ mod tests {
             let q = QTensor::quantize(&w, dtype).unwrap();
             let dense = q.dequantize(&dev).unwrap();
             let held = Quantized::new(&q, &dev).unwrap();
-            assert!(held.tiles.len() >= 2, "{dtype:?}: {} tiles", held.tiles.len());
+            assert!(
+                held.tiles.len() >= 2,
+                "{dtype:?}: {} tiles",
+                held.tiles.len()
+            );
             assert_eq!(held.bytes(), q.storage_size_in_bytes());
 
             let x = Tensor::randn(0f32, 1.0, (rows, inp), &dev).unwrap();
@@ -368,6 +388,9 @@ mod tests {
             let d = max_abs_diff(&held.project_back_tensor(&g, DType::F32).unwrap(), &dx);
             assert!(d < 1e-2, "{dtype:?}: portable gradient differs by {d}");
 
+            let whole = Tensor::from_vec(dequantize(&q).unwrap(), (out, inp), &dev).unwrap();
+            assert_eq!(max_abs_diff(&whole, &dense), 0.0, "{dtype:?}: dequantize");
+
             let ids = [0u32, (out - 1) as u32, 5];
             let got = Tensor::from_vec(held.rows(&ids).unwrap(), (3, inp), &dev).unwrap();
             let idx = Tensor::new(&ids, &dev).unwrap();
@@ -393,8 +416,14 @@ mod tests {
             Quantized::new(&q, &dev).unwrap(),
             Quantized::new(&q, &dev).unwrap().on_amx().unwrap(),
         );
-        let x: Vec<f32> = Tensor::randn(0f32, 1.0, rows * inp, &dev).unwrap().to_vec1().unwrap();
-        let g: Vec<f32> = Tensor::randn(0f32, 1.0, rows * out, &dev).unwrap().to_vec1().unwrap();
+        let x: Vec<f32> = Tensor::randn(0f32, 1.0, rows * inp, &dev)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let g: Vec<f32> = Tensor::randn(0f32, 1.0, rows * out, &dev)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         let worst = |a: &[f32], b: &[f32]| {
             let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
             a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
@@ -408,7 +437,10 @@ mod tests {
         exact.project_back_into(&mut d1, &g, rows).unwrap();
         tiled.project_back_into(&mut d2, &g, rows).unwrap();
         let d = worst(&d1, &d2);
-        assert!(d > 0.0 && d < 2e-2, "input gradient differs by {d} of its range");
+        assert!(
+            d > 0.0 && d < 2e-2,
+            "input gradient differs by {d} of its range"
+        );
     }
 
     #[test]

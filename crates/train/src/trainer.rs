@@ -40,8 +40,8 @@ pub struct TrainConfig {
     /// Sequences of at most this many tokens keep the whole graph instead
     /// (no second forward pass: a third of a step's time), when its
     /// estimated size also fits in half of the memory available
-    /// ([`Trainer::keeps_graph`]). A 2048-token step of the 0.5B default
-    /// model keeps about 5.2 GB of graph.
+    /// ([`crate::memory::keeps_graph`]). A 2048-token step of the 0.5B
+    /// default model keeps about 5.2 GB of graph.
     pub recompute_above: usize,
     /// Where the model is loaded and trained ([`Model::load_on`]).
     pub device: DeviceChoice,
@@ -106,14 +106,6 @@ pub struct Trainer<'m> {
 }
 
 const CHECKPOINT: &str = "checkpoint";
-
-/// Bytes of memory available now (`MemAvailable`), where Linux says.
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io {
@@ -221,18 +213,9 @@ impl<'m> Trainer<'m> {
     }
 
     /// Whether a step on `tokens` tokens keeps the whole graph rather than
-    /// recomputing each layer: not when recomputation is on and the
-    /// sequence is longer than `recompute_above` or its graph (estimated
-    /// from the model's widths: about `4·(8·n_embd + 4·n_ff)` bytes per
-    /// token and layer) would take more than half of the memory available.
+    /// recomputing each layer ([`crate::memory::keeps_graph`]).
     pub fn keeps_graph(&self, tokens: usize) -> bool {
-        if !self.cfg.recompute {
-            return true;
-        }
-        let hp = &self.model.hp;
-        let graph = tokens * hp.n_layer * 4 * (8 * hp.n_embd + 4 * hp.n_ff);
-        tokens <= self.cfg.recompute_above
-            && available_memory().is_none_or(|free| (graph as u64) < free / 2)
+        crate::memory::keeps_graph(&self.cfg, &self.model.hp, tokens)
     }
 
     /// The loss terms of `seq` and the gradient of `weight · loss` for each

@@ -140,3 +140,29 @@ fn merged_export_loads_in_llama_cpp_and_matches_the_trainer() {
     assert!(adapter_err < 1e-3, "adapter route: {adapter_err}");
     assert!(adapter_err < err, "the adapter route avoids q8_0 rounding");
 }
+
+#[test]
+fn a_base_truncated_after_loading_is_refused_and_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.gguf");
+    synth::write(&base, &SynthConfig::tiny(Arch::Llama)).unwrap();
+    let m = Model::load(&base).unwrap();
+    // The file loses its last tensors after the model was read.
+    let len = std::fs::metadata(&base).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&base).unwrap();
+    f.set_len(len * 3 / 4).unwrap();
+    drop(f);
+    let out = dir.path().join("out.gguf");
+    let err = write_merged_q8_0(&m, None, &out).unwrap_err().to_string();
+    assert!(!err.is_empty());
+    assert!(!out.exists(), "no export from a broken base");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        left,
+        vec!["base.gguf".to_string()],
+        "no partial file: {left:?}"
+    );
+}

@@ -58,7 +58,9 @@ fn the_portable_ops_train_like_the_cpu_kernels() {
         .chain([(Arch::Qwen2, Held::Quantized)]);
     for (arch, held) in cases {
         let name = format!("{} ({})", arch.as_str(), held.as_str());
-        let path = dir.path().join(format!("{}-{:?}.gguf", arch.as_str(), held));
+        let path = dir
+            .path()
+            .join(format!("{}-{:?}.gguf", arch.as_str(), held));
         let mut c = SynthConfig::tiny(arch);
         c.init_scale = 0.2;
         if held == Held::Quantized {

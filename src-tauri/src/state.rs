@@ -73,9 +73,13 @@ impl App {
         })
     }
 
-    /// The context (tokens per conversation) the model runs with.
+    /// The context (tokens per conversation) the model runs with: as the
+    /// loaded engine sized it, else as launched (0 until sized).
     pub fn context_size(&self) -> u32 {
-        lock(&self.launch).ctx
+        match self.loaded() {
+            Some(rt) => rt.engine.config().n_ctx,
+            None => lock(&self.launch).ctx,
+        }
     }
 
     pub fn settings(&self) -> Settings {

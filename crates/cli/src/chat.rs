@@ -19,8 +19,9 @@ pub struct EngineArgs {
     /// A GGUF file to use instead of the active model.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Context window in tokens.
-    #[arg(long, default_value_t = 8192)]
+    /// Context window in tokens (0: the model's own, up to 32K, as the
+    /// memory available allows).
+    #[arg(long, default_value_t = 0)]
     pub ctx: u32,
     /// CPU threads (default: all cores).
     #[arg(long)]

@@ -8,7 +8,8 @@ use std::time::Duration;
 pub struct EngineConfig {
     /// Worker slots: how many channels generate at the same time.
     pub slots: usize,
-    /// Context window per slot, in tokens.
+    /// Context window per slot, in tokens; 0 sizes it at load
+    /// ([`auto_ctx`]).
     pub n_ctx: u32,
     /// Prompt tokens decoded per llama.cpp call.
     pub n_batch: u32,
@@ -57,5 +58,53 @@ impl EngineConfig {
             threads: threads.map_or(default.threads, |t| t.max(1)),
             ..default
         }
+    }
+}
+
+/// The context a slot gets when none was asked for: the model's trained
+/// context up to 32K tokens (at least 16K where the model has that much),
+/// shrunk so that the slots' KV caches take at most a quarter of the memory
+/// available, and never under 4K.
+pub fn auto_ctx(trained: u32, kv_bytes_per_token: u64, slots: usize, available: Option<u64>) -> u32 {
+    let trained = if trained == 0 { 8192 } else { trained };
+    let want = trained.min(32_768);
+    let fits = available.map_or(u64::MAX, |free| {
+        free / 4 / (kv_bytes_per_token.max(1) * slots.max(1) as u64)
+    });
+    let floor = want.min(4096);
+    (want.min(fits.min(u32::MAX as u64) as u32) / 256 * 256).max(floor)
+}
+
+/// Bytes of memory available now (`MemAvailable`), where Linux says.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::auto_ctx;
+
+    #[test]
+    fn the_context_follows_the_model_and_the_memory() {
+        let gib = 1u64 << 30;
+        // The default model: 32K trained, 12 KiB of KV per token.
+        assert_eq!(auto_ctx(32_768, 12_288, 4, Some(16 * gib)), 32_768);
+        // A model trained on 8K keeps 8K.
+        assert_eq!(auto_ctx(8192, 12_288, 4, Some(16 * gib)), 8192);
+        // 128K trained: capped at 32K.
+        assert_eq!(auto_ctx(131_072, 12_288, 1, None), 32_768);
+        // A 7B's 56 KiB per token on 4 slots with 4 GiB free: 4,608.
+        assert_eq!(auto_ctx(32_768, 57_344, 4, Some(4 * gib)), 4608);
+        // Never under 4K, and a model that says nothing gets 8K.
+        assert_eq!(auto_ctx(32_768, 57_344, 4, Some(gib / 4)), 4096);
+        assert_eq!(auto_ctx(0, 12_288, 1, None), 8192);
     }
 }

@@ -237,13 +237,25 @@ pub struct Engine {
 
 impl Engine {
     /// Loads `path` and starts the worker slots.
-    pub fn load(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, InferError> {
+    pub fn load(path: impl AsRef<Path>, mut config: EngineConfig) -> Result<Engine, InferError> {
         let model = Arc::new(LoadedModel::load(
             path.as_ref(),
             config.gpu_layers,
             config.adapter.as_deref(),
         )?);
         let slots = config.slots.max(1);
+        if config.n_ctx == 0 {
+            let m = &model.llama;
+            // f16 keys and values of every layer.
+            let kv_width = (m.n_embd().max(0) as u64 / m.n_head().max(1) as u64) * m.n_head_kv() as u64;
+            let per_token = 2 * 2 * m.n_layer() as u64 * kv_width;
+            config.n_ctx = crate::config::auto_ctx(
+                model.info.n_ctx_train,
+                per_token,
+                slots,
+                crate::config::available_memory(),
+            );
+        }
         let shared = Arc::new(Shared {
             config,
             queue: Mutex::new(Queue::default()),

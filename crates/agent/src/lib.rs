@@ -24,6 +24,7 @@
 
 mod actor;
 mod cancel;
+pub mod compact;
 mod error;
 mod guard;
 pub mod reasoning;

@@ -1,7 +1,8 @@
 //! One channel's conversation with the model.
 
 use reverie_core::{
-    ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason, TokenRole, TokenSpan,
+    live_start, ChannelId, ChatEvent, MessageId, MessageRole, SamplingParams, StopReason,
+    TokenRole, TokenSpan,
 };
 use reverie_infer::{
     ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, ToolCalling,
@@ -80,8 +81,9 @@ impl<'a> ChannelSession<'a> {
     ) -> Result<Self, AgentError> {
         let channel = store.ensure_channel(name)?;
         let info = store.channel(channel)?;
+        let stored = store.messages(channel)?;
         let (messages, tokens) =
-            crate::reasoning::visible_history(engine, &store.messages(channel)?);
+            crate::reasoning::visible_history(engine, &stored[live_start(&stored)..]);
         let transcript = engine.restore_transcript(messages, tokens);
         let system_prompt = if info.system_prompt.trim().is_empty() {
             default_system_prompt.trim().to_string()
@@ -148,8 +150,18 @@ impl<'a> ChannelSession<'a> {
     /// (where the template does not render them itself) the definitions of
     /// the offered tools.
     pub fn full_system_prompt(&self) -> Result<String, AgentError> {
+        let stored = self.store.channel(self.channel)?.agent_section;
+        let section = reverie_tools::agent_section_text(&stored);
         if self.tools.is_none() {
-            return Ok(self.system_prompt.clone());
+            // Without tools the section holds only a compacted channel's
+            // summary.
+            return Ok(if section.is_empty() {
+                self.system_prompt.clone()
+            } else {
+                format!("{}\n\n{section}", self.system_prompt.trim())
+                    .trim()
+                    .to_string()
+            });
         }
         let mut prompt = format!(
             "{}
@@ -157,8 +169,6 @@ impl<'a> ChannelSession<'a> {
 {STANDING_INSTRUCTION}",
             self.system_prompt.trim()
         );
-        let stored = self.store.channel(self.channel)?.agent_section;
-        let section = reverie_tools::agent_section_text(&stored);
         if !section.is_empty() {
             prompt.push_str(&format!(
                 "\n\n# Your own notes (edit them with update_sys)\n{section}"
@@ -197,6 +207,13 @@ impl<'a> ChannelSession<'a> {
         }
         let ch = self.channel;
         cancel.reset();
+        let n_ctx = self.engine.config().n_ctx as usize;
+        let new_tokens = self.engine.tokenize(text, false).len();
+        if !self.transcript.messages.is_empty()
+            && crate::compact::would_overflow(&self.transcript, new_tokens, n_ctx)
+        {
+            self.compact(on_event)?;
+        }
         if self.transcript.messages.is_empty() {
             if let Some(tools) = &self.tools {
                 self.offered = tools.select(text);
@@ -217,8 +234,9 @@ impl<'a> ChannelSession<'a> {
             m.role == MessageRole::Assistant && crate::reasoning::strip_text(&m.content).is_some()
         });
         if reasoned {
+            let stored = self.store.messages(ch)?;
             let (messages, tokens) =
-                crate::reasoning::visible_history(self.engine, &self.store.messages(ch)?);
+                crate::reasoning::visible_history(self.engine, &stored[live_start(&stored)..]);
             self.transcript = self.engine.restore_transcript(messages, tokens);
             self.give_transcript_its_tools();
         }
@@ -476,6 +494,28 @@ impl<'a> ChannelSession<'a> {
         let out = self.reply(params, cancel, on_event, scaffold);
         self.constraint = own;
         out
+    }
+
+    /// Summarizes the conversation into the agent's section and starts the
+    /// live context again ([`crate::compact`]); the next message opens it
+    /// with a new system prompt.
+    fn compact(&mut self, on_event: &mut dyn FnMut(ChatEvent)) -> Result<(), AgentError> {
+        let ch = self.channel;
+        let summary = crate::compact::summarize(self.engine, ch, &self.transcript)
+            .unwrap_or_else(|| crate::compact::plain_summary(&self.transcript));
+        let budget = crate::compact::summary_budget(self.engine.config().n_ctx as usize);
+        let summary = crate::compact::cut_to_tokens(self.engine, &summary, budget);
+        let stored = self.store.channel(ch)?.agent_section;
+        self.store
+            .set_agent_section(ch, &reverie_tools::section_with_summary(&stored, &summary))?;
+        self.transcript = crate::compact::fresh(self.engine);
+        on_event(ChatEvent::Notice {
+            channel: ch,
+            text: "This channel neared the end of the model's context: a summary of it is now \
+                   in the system prompt and older turns left the model's view (the record keeps them)."
+                .into(),
+        });
+        Ok(())
     }
 
     /// Records a harness notice the model will see, as `warning` tokens.

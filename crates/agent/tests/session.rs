@@ -237,3 +237,74 @@ fn earlier_reasoning_is_not_carried_into_later_turns() {
     let reopened = ChannelSession::open(&engine, &store, "think", "").unwrap();
     assert_eq!(reopened.transcript().tokens, live.tokens);
 }
+
+#[test]
+fn a_channel_driven_past_its_context_compacts_and_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.gguf");
+    synth::write(&p, &SynthConfig::tiny(Arch::Qwen2)).unwrap();
+    let engine = Engine::load(
+        &p,
+        EngineConfig {
+            slots: 1,
+            n_ctx: 384,
+            threads: 1,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let store = Store::open(&Home::new(dir.path().join("home"))).unwrap();
+    let mut s = ChannelSession::open(&engine, &store, "long", "Be brief.").unwrap();
+    let mut notices = 0;
+    let turns = 24;
+    for i in 0..turns {
+        let text = format!("number {i}: tell me about the water and the day, then the time");
+        s.send(&text, &params(), &CancelFlag::default(), &mut |e| {
+            if let ChatEvent::Notice { text, .. } = e {
+                assert!(text.contains("context"), "{text}");
+                notices += 1;
+            }
+        })
+        .unwrap_or_else(|e| {
+            let m = store.messages(s.channel()).unwrap();
+            let lens: Vec<_> = m.iter().map(|m| (m.role, m.tokens.len())).collect();
+            panic!("turn {i}: {e}; {lens:?}")
+        });
+    }
+    assert!(
+        notices >= 1,
+        "a {turns}-turn channel in 384 tokens compacts"
+    );
+    let ch = s.channel();
+    let msgs = store.messages(ch).unwrap();
+    // Every message stays in the record: one system message per start.
+    let systems = msgs
+        .iter()
+        .filter(|m| m.role == MessageRole::System)
+        .count();
+    assert_eq!(systems, notices + 1);
+    assert_eq!(
+        msgs.iter().filter(|m| m.role == MessageRole::User).count(),
+        turns,
+        "every question is kept"
+    );
+    // The summary is in the agent's section, and the fresh system prompt
+    // carries it.
+    let section = store.channel(ch).unwrap().agent_section;
+    assert!(section.contains("summary"), "{section}");
+    let live = &msgs[reverie_core::live_start(&msgs)..];
+    assert!(
+        live[0].text.contains("Earlier in this channel"),
+        "{}",
+        live[0].text
+    );
+    // What the model was fed is exactly the stored tokens from the live
+    // start on, and the meter counts those.
+    let fed: Vec<i32> = live.iter().flat_map(|m| m.tokens.ids.clone()).collect();
+    assert_eq!(s.transcript().tokens.ids, fed);
+    assert_eq!(store.context_tokens(ch).unwrap(), fed.len() as u64);
+    assert!(fed.len() <= 384);
+    // Reopened, the channel continues from the same live context.
+    let again = ChannelSession::open(&engine, &store, "long", "Be brief.").unwrap();
+    assert_eq!(again.transcript().tokens.ids, fed);
+}

@@ -26,8 +26,9 @@ fn engine(dir: &std::path::Path, slots: usize) -> Arc<Engine> {
             EngineConfig {
                 slots,
                 // A token per byte: 100 calls per channel, the reminders
-                // on repeated reads included, fit.
-                n_ctx: 32768,
+                // on repeated reads included, fit with a quarter of the
+                // context free (so no channel compacts).
+                n_ctx: 65536,
                 threads: 1,
                 ..EngineConfig::default()
             },

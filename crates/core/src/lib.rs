@@ -26,8 +26,8 @@ mod token;
 pub use chat::{ChatEvent, StopReason};
 pub use home::Home;
 pub use message::{
-    channel_name, BadChannelName, ChannelId, Message, MessageId, MessageRole, ParseRoleError,
-    MAX_CHANNEL_NAME,
+    channel_name, live_start, BadChannelName, ChannelId, Message, MessageId, MessageRole,
+    ParseRoleError, MAX_CHANNEL_NAME,
 };
 pub use sampling::SamplingParams;
 pub use token::{TokenRole, TokenSpan};

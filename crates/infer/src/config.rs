@@ -65,7 +65,12 @@ impl EngineConfig {
 /// context up to 32K tokens (at least 16K where the model has that much),
 /// shrunk so that the slots' KV caches take at most a quarter of the memory
 /// available, and never under 4K.
-pub fn auto_ctx(trained: u32, kv_bytes_per_token: u64, slots: usize, available: Option<u64>) -> u32 {
+pub fn auto_ctx(
+    trained: u32,
+    kv_bytes_per_token: u64,
+    slots: usize,
+    available: Option<u64>,
+) -> u32 {
     let trained = if trained == 0 { 8192 } else { trained };
     let want = trained.min(32_768);
     let fits = available.map_or(u64::MAX, |free| {

@@ -247,7 +247,8 @@ impl Engine {
         if config.n_ctx == 0 {
             let m = &model.llama;
             // f16 keys and values of every layer.
-            let kv_width = (m.n_embd().max(0) as u64 / m.n_head().max(1) as u64) * m.n_head_kv() as u64;
+            let kv_width =
+                (m.n_embd().max(0) as u64 / m.n_head().max(1) as u64) * m.n_head_kv() as u64;
             let per_token = 2 * 2 * m.n_layer() as u64 * kv_width;
             config.n_ctx = crate::config::auto_ctx(
                 model.info.n_ctx_train,

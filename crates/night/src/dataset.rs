@@ -58,7 +58,11 @@ pub fn sequences(
         let mut marks = Vec::new();
         // Where the sub-task's first user message lies in `span`.
         let mut head = 0..0;
-        for (i, m) in msgs.iter().enumerate().take(last + 1) {
+        // What the model saw: from the live context's start (a compacted
+        // channel's fresh system message) on.
+        let start =
+            reverie_core::live_start(&msgs[..=task.first.min(msgs.len().saturating_sub(1))]);
+        for (i, m) in msgs.iter().enumerate().take(last + 1).skip(start) {
             if i >= task.first && head.is_empty() && m.role == MessageRole::User {
                 head = span.len()..span.len() + m.tokens.len();
             }
@@ -252,6 +256,68 @@ mod tests {
         let (short, _) = cut(span, vec![], 0..90, 30);
         let want: Vec<i32> = (0..15).chain(85..100).collect();
         assert_eq!(short.ids, want);
+    }
+
+    #[test]
+    fn a_compacted_channel_trains_on_what_followed_its_fresh_system_prompt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        let span = |ids: &[i32], role| {
+            let mut s = TokenSpan::default();
+            for &i in ids {
+                s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
+            }
+            s
+        };
+        let msgs = [
+            (MessageRole::System, vec![1], TokenRole::Context),
+            (MessageRole::User, vec![2, 3], TokenRole::User),
+            (MessageRole::Assistant, vec![4], TokenRole::Action),
+            // Compacted: a fresh system prompt with the summary.
+            (MessageRole::System, vec![5, 6], TokenRole::Context),
+            (MessageRole::User, vec![7], TokenRole::User),
+            (MessageRole::Assistant, vec![8, 9], TokenRole::Action),
+        ];
+        for (role, ids, r) in &msgs {
+            store
+                .append_message(ch, *role, "m", &span(ids, *r))
+                .unwrap();
+        }
+        assert_eq!(
+            store.context_tokens(ch).unwrap(),
+            5,
+            "the meter counts the live context"
+        );
+        let task = JudgedTask {
+            channel: ch.0,
+            description: "t".into(),
+            first: 4,
+            last: 5,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: None,
+            checked: false,
+            kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
+            evidence: Vec::new(),
+            taken_back: Vec::new(),
+        };
+        let seqs = sequences(
+            &store,
+            &[task],
+            &[None],
+            &[Some(0.5)],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            seqs[0].ids,
+            vec![5, 6, 7, 8, 9],
+            "what the model saw, no more"
+        );
     }
 
     #[test]

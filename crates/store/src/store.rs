@@ -280,7 +280,9 @@ impl Store {
     pub fn context_tokens(&self, channel: ChannelId) -> Result<u64> {
         let n: i64 = self.conn().query_row(
             "SELECT COALESCE(SUM(t.n_tokens), 0) FROM messages m JOIN token_spans t ON t.message_id = m.id
-             WHERE m.channel_id = ?1 AND m.retracted = 0",
+             WHERE m.channel_id = ?1 AND m.retracted = 0
+               AND m.id >= COALESCE((SELECT MAX(id) FROM messages
+                                     WHERE channel_id = ?1 AND role = 'system' AND retracted = 0), 0)",
             [channel.0],
             |r| r.get(0),
         )?;

@@ -73,7 +73,7 @@ pub use error::ToolError;
 pub use jobs::JobTable;
 pub use sandbox::{SandboxMode, Support as SandboxSupport};
 pub use services::Services;
-pub use system::agent_section_text;
+pub use system::{agent_section_text, section_with_summary};
 pub use workspace::{Workspace, SCRATCHPAD};
 
 /// A file or image the tool puts into the chat.

@@ -15,6 +15,10 @@ struct Section {
     directives: String,
     #[serde(default)]
     todos: Vec<String>,
+    /// What was done and what is left, written when the channel neared the
+    /// end of its context and older turns left the model's view.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    summary: String,
 }
 
 impl Section {
@@ -22,6 +26,7 @@ impl Section {
         serde_json::from_str(stored).unwrap_or_else(|_| Section {
             directives: stored.to_string(),
             todos: Vec::new(),
+            summary: String::new(),
         })
     }
 
@@ -29,6 +34,12 @@ impl Section {
         let mut out = String::new();
         if !self.directives.trim().is_empty() {
             out.push_str(&format!("Directives:\n{}\n", self.directives.trim()));
+        }
+        if !self.summary.trim().is_empty() {
+            out.push_str(&format!(
+                "Earlier in this channel (older turns are out of view):\n{}\n",
+                self.summary.trim()
+            ));
         }
         if !self.todos.is_empty() {
             out.push_str("To-dos:\n");
@@ -47,6 +58,28 @@ pub fn agent_section_text(stored: &str) -> String {
         return String::new();
     }
     Section::parse(stored).render()
+}
+
+/// The stored section with `summary` as its summary of the channel so far
+/// (replacing an earlier one), cut to fit the section's size.
+pub fn section_with_summary(stored: &str, summary: &str) -> String {
+    let mut section = if stored.trim().is_empty() {
+        Section::default()
+    } else {
+        Section::parse(stored)
+    };
+    section.summary = String::new();
+    let room = MAX_SECTION_BYTES.saturating_sub(section.render().len() + 64);
+    let mut cut = summary.trim().to_string();
+    if cut.len() > room {
+        let end = (0..=room)
+            .rev()
+            .find(|&i| cut.is_char_boundary(i))
+            .unwrap_or(0);
+        cut.truncate(end);
+    }
+    section.summary = cut;
+    serde_json::to_string(&section).expect("section serializes")
 }
 
 #[derive(Deserialize)]

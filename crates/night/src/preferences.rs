@@ -1,8 +1,10 @@
-//! Regenerate as a preference: a reply the person took back with ↻ and the
-//! reply that replaced it are samples for the same question, so they form
-//! one group and each is measured against the group (as the attempts of a
-//! practice task are): the kept reply above, the taken-back ones below,
-//! unless the person's rating of the kept reply says otherwise.
+//! Regenerate and edit as preferences: a reply the person took back (with ↻,
+//! or by editing their message) and the reply that replaced it are samples
+//! for the same request, so they form one group and each is measured
+//! against the group (as the attempts of a practice task are): the kept
+//! reply above, the taken-back ones below, unless the person's rating of
+//! the kept reply says otherwise. Each trains on its own transcript (a
+//! taken-back reply on the words it answered).
 
 use reverie_core::{Message, MessageId, MessageRole};
 
@@ -33,10 +35,11 @@ struct Turn<'a> {
     retracted: bool,
 }
 
-/// The channel's regenerated questions. `kept` is the transcript, `taken`
-/// the retracted messages. A turn taken back belongs to the turn that
-/// replaced it when that one asks the same words (↻ asks again); a chain
-/// of regenerations is one group, and an edit (other words) is none.
+/// The channel's regenerated or edited questions. `kept` is the
+/// transcript, `taken` the retracted messages. A turn taken back belongs to
+/// the turn that replaced it, the next one (↻ asks the same words again, an
+/// edit other words); a chain of them is one group, and a turn taken back
+/// that nothing replaced is none.
 pub fn regenerations(kept: &[Message], taken: &[Message]) -> Vec<Regeneration> {
     let mut all: Vec<(&Message, bool)> = kept
         .iter()
@@ -62,17 +65,15 @@ pub fn regenerations(kept: &[Message], taken: &[Message]) -> Vec<Regeneration> {
     let mut pending: Vec<TakenBack> = Vec::new();
     for (k, t) in turns.iter().enumerate() {
         let question = t.messages[0].text.trim();
-        let asked_again = turns
-            .get(k + 1)
-            .is_some_and(|n| n.messages[0].text.trim() == question);
+        let replaced = k + 1 < turns.len();
         if t.retracted {
-            if asked_again && t.messages.len() > 1 {
+            if replaced && t.messages.len() > 1 {
                 let roles = t.messages.iter().enumerate().map(|(i, m)| (i, m.role));
                 pending.push(TakenBack {
                     messages: t.messages.iter().map(|m| m.id).collect(),
                     turns: counted_turns(roles, 0, t.messages.len() - 1),
                 });
-            } else if !asked_again {
+            } else if !replaced {
                 pending.clear();
             }
             continue;
@@ -127,11 +128,16 @@ pub fn tasks(
         kept_reward,
         Vec::new(),
         counted_turns(roles, r.first, r.last),
-        "the reply kept after ↻",
+        "the reply kept after ↻ or an edit",
     )];
     for t in &r.taken_back {
         let ids = t.messages.iter().map(|m| m.0).collect();
-        out.push(task(0.0, ids, t.turns, "a reply taken back with ↻"));
+        out.push(task(
+            0.0,
+            ids,
+            t.turns,
+            "a reply taken back with ↻ or an edit",
+        ));
     }
     out
 }
@@ -195,7 +201,7 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_of_regenerations_is_one_group_and_an_edit_is_none() {
+    fn a_chain_of_regenerations_is_one_group_and_an_edit_is_another() {
         let taken = [
             msg(1, User, "name a colour"),
             msg(2, Assistant, "red"),
@@ -212,7 +218,7 @@ mod tests {
             msg(10, Assistant, "1000"),
         ];
         let got = regenerations(&kept, &taken);
-        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got.len(), 2, "{got:?}");
         let taken_back: Vec<_> = got[0].taken_back.iter().map(|t| &t.messages).collect();
         assert_eq!(
             taken_back,
@@ -223,5 +229,18 @@ mod tests {
         );
         assert_eq!((got[0].first, got[0].last), (0, 1));
         assert_eq!(tasks(1, &got[0], &kept, 1.0).len(), 3);
+        // The edit: the kept "pick a big number" above the reply to the
+        // words it replaced.
+        assert_eq!((got[1].first, got[1].last), (2, 3));
+        assert_eq!(got[1].question, "pick a big number");
+        assert_eq!(
+            got[1].taken_back,
+            vec![TakenBack {
+                messages: vec![MessageId(7), MessageId(8)],
+                turns: 1,
+            }]
+        );
+        let ts = tasks(1, &got[1], &kept, 1.0);
+        assert_eq!((ts[0].reward, ts[1].reward), (1.0, 0.0));
     }
 }

@@ -113,6 +113,16 @@ pub struct Message {
     pub tokens: TokenSpan,
 }
 
+/// Where a channel's live context starts: at its last system message (a
+/// channel compacted near the end of its context starts again there, with
+/// its summary in the system prompt), or at its first message.
+pub fn live_start(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| m.role == MessageRole::System)
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,14 +141,4 @@ mod tests {
             .to_string()
             .contains("control"));
     }
-}
-
-/// Where a channel's live context starts: at its last system message (a
-/// channel compacted near the end of its context starts again there, with
-/// its summary in the system prompt), or at its first message.
-pub fn live_start(messages: &[Message]) -> usize {
-    messages
-        .iter()
-        .rposition(|m| m.role == MessageRole::System)
-        .unwrap_or(0)
 }

@@ -150,7 +150,7 @@ impl SynthConfig {
             tied: arch == Arch::Gemma3 || size != "7b",
             quant,
         };
-        if quant == SynthQuant::Q4KM && [n_embd, n_ff].iter().any(|w| w % 256 != 0) {
+        if quant == SynthQuant::Q4KM && [n_embd, n_ff].iter().any(|w| !w.is_multiple_of(256)) {
             return Err(format!(
                 "{size} has rows of {n_embd} and {n_ff}: not whole 256-value blocks, so not Q4_K_M; use --quant f32"
             ));
@@ -413,7 +413,10 @@ pub fn write(path: impl AsRef<Path>, config: &SynthConfig) -> io::Result<()> {
         .iter()
         .map(|(n, d, init)| (n.clone(), d.clone(), tensor_type(config.quant, n, init)))
         .collect();
-    if let Some((name, dims, ty)) = table.iter().find(|(_, d, ty)| d[0] % ty.block().0 != 0) {
+    if let Some((name, dims, ty)) = table
+        .iter()
+        .find(|(_, d, ty)| !d[0].is_multiple_of(ty.block().0))
+    {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(

@@ -62,7 +62,7 @@ macro_rules! by_block {
 /// `dst`, rows in parallel.
 fn expand<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize) -> Result<()> {
     let size = std::mem::size_of::<T>();
-    if bytes.len() % size != 0 || inp % T::BLCK_SIZE != 0 {
+    if !bytes.len().is_multiple_of(size) || !inp.is_multiple_of(T::BLCK_SIZE) {
         candle_core::bail!("{:?} blocks do not tile a row of {inp}", T::DTYPE);
     }
     let n = bytes.len() / size;
@@ -102,7 +102,7 @@ pub(crate) fn dequantize(q: &QTensor) -> Result<Vec<f32>> {
     let dims = q.shape().dims();
     let n = q.shape().elem_count();
     let row = dims.last().copied().unwrap_or(1);
-    if !Quantized::keeps(dtype) || row % dtype.block_size() != 0 {
+    if !Quantized::keeps(dtype) || !row.is_multiple_of(dtype.block_size()) {
         return q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1::<f32>();
     }
     let mut out = vec![0f32; n];
@@ -130,7 +130,7 @@ impl Quantized {
             candle_core::bail!("frozen weights in {dtype:?} are not kept quantized");
         }
         let (out, inp) = q.shape().dims2()?;
-        if inp % dtype.block_size() != 0 {
+        if !inp.is_multiple_of(dtype.block_size()) {
             candle_core::bail!("rows of {inp} are not whole {dtype:?} blocks");
         }
         let tile_rows = (TILE_BYTES / (4 * inp.max(1))).clamp(16, out.max(16));

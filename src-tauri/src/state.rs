@@ -131,6 +131,8 @@ impl App {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "default".into());
+        // The API's exchanges become `api-N` channels the nights learn from.
+        let recorder = Arc::new(reverie_serve::record::Recorder::new(self.store.clone()));
         let task = tauri::async_runtime::spawn(async move {
             let listener = match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => l,
@@ -140,6 +142,7 @@ impl App {
                 engine,
                 model_id,
                 token,
+                recorder: Some(recorder),
             };
             if let Err(e) = reverie_serve::serve(listener, server).await {
                 tracing::warn!("the API stopped: {e}");

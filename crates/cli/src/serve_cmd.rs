@@ -20,6 +20,10 @@ pub struct ServeArgs {
     /// Print the bearer token clients must send, and exit.
     #[arg(long)]
     show_token: bool,
+    /// Do not record the exchanges as `api-N` channels (which the nights
+    /// judge and train on like any day channel).
+    #[arg(long)]
+    no_record: bool,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -36,6 +40,14 @@ pub fn run(home: &Home, a: ServeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let engine = Arc::new(a.engine.load(home, a.slots.max(1))?);
+    let recorder = if a.no_record {
+        None
+    } else {
+        let store = reverie_store::Store::open(home).context("opening the data folder's store")?;
+        Some(Arc::new(reverie_serve::record::Recorder::new(Arc::new(
+            store,
+        ))))
+    };
     let model_id = engine
         .model_path()
         .file_stem()
@@ -67,6 +79,7 @@ pub fn run(home: &Home, a: ServeArgs) -> anyhow::Result<ExitCode> {
                 engine,
                 model_id,
                 token,
+                recorder,
             },
         )
         .await

@@ -58,10 +58,10 @@ pub fn sequences(
         let mut marks = Vec::new();
         // Where the sub-task's first user message lies in `span`.
         let mut head = 0..0;
-        // What the model saw: from the live context's start (a compacted
-        // channel's fresh system message) on.
-        let start =
-            reverie_core::live_start(&msgs[..=task.first.min(msgs.len().saturating_sub(1))]);
+        // What the model saw for the sub-task's end: from the live start (a
+        // compacted channel's fresh system message, an API conversation
+        // whose prompt was rendered again) at or before its last message.
+        let start = reverie_core::live_start(&msgs[..=last.min(msgs.len().saturating_sub(1))]);
         for (i, m) in msgs.iter().enumerate().take(last + 1).skip(start) {
             if i >= task.first && head.is_empty() && m.role == MessageRole::User {
                 head = span.len()..span.len() + m.tokens.len();
@@ -307,7 +307,7 @@ mod tests {
         };
         let seqs = sequences(
             &store,
-            &[task],
+            &[task.clone()],
             &[None],
             &[Some(0.5)],
             &NightConfig::default(),
@@ -318,6 +318,21 @@ mod tests {
             vec![5, 6, 7, 8, 9],
             "what the model saw, no more"
         );
+        // A sub-task that spans the fresh start trains on what the model
+        // saw for its end.
+        let spanning = JudgedTask {
+            first: 1,
+            ..task.clone()
+        };
+        let seqs = sequences(
+            &store,
+            &[spanning],
+            &[None],
+            &[Some(0.5)],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(seqs[0].ids, vec![5, 6, 7, 8, 9]);
     }
 
     #[test]

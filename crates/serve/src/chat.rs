@@ -52,6 +52,8 @@ pub struct Prepared {
     pub generate: GenerateRequest,
     pub reading: Reading,
     pub prompt_tokens: usize,
+    /// What to record once the reply is in.
+    pub exchange: crate::record::Exchange,
 }
 
 /// How a reply is read back.
@@ -205,7 +207,7 @@ pub fn prepare(
     let required = choice == ToolChoice::Required;
     let forced = required.then(|| call_schema(&tools));
     let chat = ChatRequest {
-        messages: req.messages,
+        messages: req.messages.clone(),
         tools,
         tool_choice: choice,
         parallel_tool_calls: req.parallel_tool_calls.unwrap_or(true),
@@ -262,6 +264,10 @@ pub fn prepare(
         ),
     };
     let prompt_tokens = prompt.len();
+    let exchange = crate::record::Exchange {
+        messages: crate::record::messages_of(&req.messages),
+        prompt: prompt.clone(),
+    };
     let mut generate = GenerateRequest::new(client_channel(req.user.as_deref()), prompt, sampling);
     generate.constraint = constraint;
     generate.stop = stop;
@@ -269,6 +275,7 @@ pub fn prepare(
         generate,
         reading,
         prompt_tokens,
+        exchange,
     })
 }
 

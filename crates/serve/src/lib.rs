@@ -5,10 +5,13 @@
 //! server-sent events or not) with `tools` and `tool_choice` in the
 //! model's own call format, `response_format` JSON schemas, the usual
 //! sampling fields, `stop` and `usage`. Every request needs the bearer
-//! token kept in the data folder; errors come in OpenAI's shape.
+//! token kept in the data folder; errors come in OpenAI's shape. Each
+//! exchange is recorded as a channel the nights learn from ([`record`]),
+//! unless the server was started without a recorder.
 
 mod chat;
 mod error;
+pub mod record;
 mod token;
 
 use std::sync::Arc;
@@ -32,6 +35,8 @@ pub struct Server {
     /// The model's id in `/v1/models` (its file name without `.gguf`).
     pub model_id: String,
     pub token: String,
+    /// Where exchanges are recorded (`None`: not recorded).
+    pub recorder: Option<Arc<record::Recorder>>,
 }
 
 type Shared = Arc<Server>;
@@ -106,16 +111,23 @@ async fn completions(
     let id = format!("chatcmpl-{:016x}", rand::random::<u64>());
     let created = now();
     if stream {
-        return Ok(stream_reply(engine, prepared, id, created, model_id).into_response());
+        let recorder = s.recorder.clone();
+        return Ok(stream_reply(engine, prepared, recorder, id, created, model_id).into_response());
     }
     let chat::Prepared {
         generate,
         reading,
         prompt_tokens,
+        exchange,
     } = prepared;
-    let completion = tokio::task::spawn_blocking(move || engine.generate(generate)?.complete())
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let recorder = s.recorder.clone();
+    let completion = tokio::task::spawn_blocking(move || {
+        let c = engine.generate(generate)?.complete()?;
+        keep(recorder.as_deref(), &exchange, &c);
+        Ok::<_, ApiError>(c)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     tracing::debug!(text = %completion.text, "reply");
     let message = chat::message(&reading, &completion.text);
     let calls = message.get("tool_calls").is_some();
@@ -138,6 +150,20 @@ async fn completions(
     .into_response())
 }
 
+/// Records an exchange where the server records; a failure is logged, never
+/// the client's problem.
+fn keep(
+    recorder: Option<&record::Recorder>,
+    ex: &record::Exchange,
+    reply: &reverie_infer::Completion,
+) {
+    if let Some(r) = recorder {
+        if let Err(e) = r.record(ex, reply) {
+            tracing::warn!("could not record an API exchange: {e}");
+        }
+    }
+}
+
 /// Streams the reply as chat.completion.chunk events. Text streams as it
 /// is generated, through the format's parser (so the template's own
 /// markers never reach the client); when the caller gave tools or a call
@@ -146,6 +172,7 @@ async fn completions(
 fn stream_reply(
     engine: Arc<Engine>,
     prepared: chat::Prepared,
+    recorder: Option<Arc<record::Recorder>>,
     id: String,
     created: u64,
     model: String,
@@ -166,6 +193,7 @@ fn stream_reply(
             generate,
             reading,
             prompt_tokens,
+            exchange,
         } = prepared;
         let hold = match &reading {
             chat::Reading::Format { tools, .. } => *tools,
@@ -208,6 +236,7 @@ fn stream_reply(
         });
         match result {
             Ok(c) => {
+                keep(recorder.as_deref(), &exchange, &c);
                 let mut calls = false;
                 if !hold {
                     let content = chat::message(&reading, &c.text)["content"]

@@ -58,6 +58,7 @@ fn a_full_queue_is_answered_429_with_retry_after() {
         engine: Arc::new(engine),
         model_id: "m".into(),
         token: "secret".into(),
+        recorder: None,
     };
     rt.spawn(reverie_serve::serve(listener, server));
     // One request holds the slot, one waits in the queue.

@@ -198,6 +198,11 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE TABLE channel_ids (last INTEGER NOT NULL);
     INSERT INTO channel_ids SELECT COALESCE(MAX(id), 0) FROM channels;
     "#,
+    // 10: when a note was last recalled, so recall can prefer what is
+    // both relevant and recent.
+    r#"
+    ALTER TABLE notes ADD COLUMN used_ms INTEGER;
+    "#,
 ];
 
 #[cfg(test)]

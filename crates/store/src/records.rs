@@ -122,6 +122,15 @@ pub struct Note {
     pub title: String,
     pub body: String,
     pub created_ms: i64,
+    /// When a search last returned it (`None`: never).
+    pub used_ms: Option<i64>,
+}
+
+impl Note {
+    /// The later of its creation and its last recall, in ms since the epoch.
+    pub fn touched_ms(&self) -> i64 {
+        self.used_ms.unwrap_or(0).max(self.created_ms)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -137,16 +137,31 @@ impl Store {
 
     pub fn notes(&self) -> Result<Vec<Note>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT id, title, body, created_ms FROM notes ORDER BY id")?;
+        let mut stmt =
+            conn.prepare("SELECT id, title, body, created_ms, used_ms FROM notes ORDER BY id")?;
         let rows = stmt.query_map([], |r| {
             Ok(Note {
                 id: r.get(0)?,
                 title: r.get(1)?,
                 body: r.get(2)?,
                 created_ms: r.get(3)?,
+                used_ms: r.get(4)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Marks notes `ids` as recalled now.
+    pub fn touch_notes(&self, ids: &[i64]) -> Result<()> {
+        let conn = self.conn();
+        let at = now_ms();
+        for id in ids {
+            conn.execute(
+                "UPDATE notes SET used_ms = ?1 WHERE id = ?2",
+                params![at, id],
+            )?;
+        }
+        Ok(())
     }
 
     pub fn delete_note(&self, id: i64) -> Result<()> {

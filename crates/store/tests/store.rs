@@ -187,7 +187,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 9);
+    assert_eq!(s.schema_version().unwrap(), 10);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }

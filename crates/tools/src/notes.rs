@@ -32,7 +32,38 @@ fn embeddings(tb: &Toolbox, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, T
         })
 }
 
-/// Notes ranked by similarity to `query`, best first, with their scores.
+/// Days after which an untouched note's recency weight has halved.
+const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
+
+/// A note's weight for being recent: 1 when created or recalled now, halving
+/// every [`RECENCY_HALF_LIFE_DAYS`] untouched, never under a half, so that
+/// relevance still decides between a close old note and a vague new one.
+pub fn recency(touched_ms: i64, now_ms: i64) -> f64 {
+    let days = (now_ms - touched_ms).max(0) as f64 / 86_400_000.0;
+    0.5 + 0.5 * 0.5f64.powf(days / RECENCY_HALF_LIFE_DAYS)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// "written 2026-12-01, recalled 2026-12-03" (UTC days).
+fn dates(n: &Note) -> String {
+    let day = |ms: i64| {
+        time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+            .map(|t| t.date().to_string())
+            .unwrap_or_default()
+    };
+    match n.used_ms {
+        Some(u) => format!("written {}, recalled {}", day(n.created_ms), day(u)),
+        None => format!("written {}, never recalled", day(n.created_ms)),
+    }
+}
+
+/// Notes ranked by similarity to `query` times their [`recency`], best
+/// first, with their scores.
 pub(crate) fn search_notes(tb: &Toolbox, query: &str) -> Result<Vec<(f64, Note)>, ToolError> {
     let notes = tb.store().notes()?;
     let mut texts: Vec<String> = notes.iter().map(note_text).collect();
@@ -50,7 +81,12 @@ pub(crate) fn search_notes(tb: &Toolbox, query: &str) -> Result<Vec<(f64, Note)>
             .map(|t| reverie_embed::word_overlap(t, query))
             .collect(),
     };
-    let mut ranked: Vec<(f64, Note)> = scores.into_iter().zip(notes).collect();
+    let now = now_ms();
+    let mut ranked: Vec<(f64, Note)> = scores
+        .into_iter()
+        .zip(notes)
+        .map(|(s, n)| (s * recency(n.touched_ms(), now), n))
+        .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
     Ok(ranked)
 }
@@ -103,7 +139,7 @@ fn notes(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
                 "no notes yet".to_string()
             } else {
                 all.iter()
-                    .map(|n| format!("{}: {}", n.id, n.title))
+                    .map(|n| format!("{}: {} ({})", n.id, n.title, dates(n)))
                     .collect::<Vec<_>>()
                     .join("\n")
             }
@@ -114,6 +150,12 @@ fn notes(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
                 .filter(|q| !q.trim().is_empty())
                 .ok_or_else(|| ToolError::refused("search needs `query`: what to look for"))?;
             let ranked = search_notes(tb, &q)?;
+            let shown: Vec<i64> = ranked
+                .iter()
+                .take(SEARCH_RESULTS)
+                .map(|(_, n)| n.id)
+                .collect();
+            tb.store().touch_notes(&shown)?;
             if ranked.is_empty() {
                 "no notes yet".to_string()
             } else {
@@ -327,6 +369,16 @@ pub(crate) const TOOLS: &[ToolDef] = &[
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn recency_halves_its_bonus_each_month_untouched() {
+        let day = 86_400_000i64;
+        let now = 1000 * day;
+        assert_eq!(super::recency(now, now), 1.0);
+        assert!((super::recency(now - 30 * day, now) - 0.75).abs() < 1e-9);
+        assert!((super::recency(now - 60 * day, now) - 0.625).abs() < 1e-9);
+        assert!(super::recency(0, now) > 0.5);
+    }
+
     use super::*;
 
     #[test]

@@ -242,10 +242,12 @@ fn notes_search_by_meaning_with_real_embeddings() {
         assert!(first.ends_with(best), "{query:?} → {first}");
     }
     assert_eq!(f.store.notes().unwrap().len(), 4);
-    assert_has(
-        &f.ok_text("notes", json!({"action": "list"})),
-        "1: Dentist\n2: Sourdough",
-    );
+    // Searches mark what they returned as recalled; the list shows when.
+    assert!(f.store.notes().unwrap().iter().all(|n| n.used_ms.is_some()));
+    let list = f.ok_text("notes", json!({"action": "list"}));
+    assert_has(&list, "1: Dentist (written ");
+    assert_has(&list, ", recalled ");
+    assert_has(&list, "2: Sourdough");
     f.ok("notes", json!({"action": "delete", "id": 2}));
     assert_has(
         &f.err("notes", json!({"action": "delete", "id": 2})),

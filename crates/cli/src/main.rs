@@ -17,6 +17,7 @@ mod doctor;
 mod export;
 mod model_cmd;
 mod night_cmd;
+mod notes_cmd;
 mod output;
 mod practice_cmd;
 mod serve_cmd;
@@ -79,6 +80,9 @@ enum Command {
     Undo(tool_cmd::HistoryArgs),
     /// Redo the file change undone last.
     Redo(tool_cmd::HistoryArgs),
+    /// The agent's notes: list, clean (as each night does) and undo.
+    #[command(subcommand)]
+    Notes(notes_cmd::NotesCommand),
     /// Practise a task family whose answers a program checks (trained on by the next night).
     Practice(practice_cmd::PracticeArgs),
     /// Success rate of the active model on fresh tasks of a family (fixed seed, never trained on).
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
         Command::Tool(a) => tool_cmd::tool(&home, a),
         Command::Undo(a) => tool_cmd::undo(&home, a),
         Command::Redo(a) => tool_cmd::redo(&home, a),
+        Command::Notes(c) => notes_cmd::run(&home, c),
         Command::Practice(a) => practice_cmd::practice(&home, a),
         Command::Eval(a) => practice_cmd::eval(&home, a),
         Command::Serve(a) => serve_cmd::run(&home, a),

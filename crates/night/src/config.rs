@@ -90,6 +90,10 @@ pub struct NightConfig {
     /// becoming one step.
     pub min_train_steps: usize,
     pub train: reverie_train::TrainConfig,
+    /// Clean the agent's notes each night: merge notes that say the same
+    /// thing, put away finished to-dos and notes untouched for half a year
+    /// (every change undoable, listed in the morning summary).
+    pub clean_notes: bool,
     /// Longest training sequence: a sub-task longer than this keeps its
     /// first user message and its end ([`crate::dataset::cut`]).
     pub max_train_tokens: usize,
@@ -130,6 +134,7 @@ impl Default for NightConfig {
             stray_end_advantage: -1.0,
             repeated_call_advantage: -1.0,
             train,
+            clean_notes: true,
             max_train_tokens: 24_576,
             n_ctx: 8192,
             gpu_layers: 0,

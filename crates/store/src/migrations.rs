@@ -199,9 +199,20 @@ pub const MIGRATIONS: &[&str] = &[
     INSERT INTO channel_ids SELECT COALESCE(MAX(id), 0) FROM channels;
     "#,
     // 10: when a note was last recalled, so recall can prefer what is
-    // both relevant and recent.
+    // both relevant and recent; notes the routine cleaning took away are
+    // hidden, not deleted, and each cleaning change is recorded so it can
+    // be undone.
     r#"
     ALTER TABLE notes ADD COLUMN used_ms INTEGER;
+    ALTER TABLE notes ADD COLUMN hidden_ms INTEGER;
+    CREATE TABLE note_changes (
+        id         INTEGER PRIMARY KEY,
+        at_ms      INTEGER NOT NULL,
+        what       TEXT NOT NULL,
+        removed    TEXT NOT NULL,
+        added      INTEGER,
+        undone_ms  INTEGER
+    );
     "#,
 ];
 

@@ -126,6 +126,18 @@ pub struct Note {
     pub used_ms: Option<i64>,
 }
 
+/// One change the routine note cleaning made: the notes it hid and the
+/// note it wrote in their place (a merge), in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteChange {
+    pub id: i64,
+    pub at_ms: i64,
+    pub what: String,
+    pub removed: Vec<i64>,
+    pub added: Option<i64>,
+    pub undone_ms: Option<i64>,
+}
+
 impl Note {
     /// The later of its creation and its last recall, in ms since the epoch.
     pub fn touched_ms(&self) -> i64 {

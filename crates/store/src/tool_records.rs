@@ -5,7 +5,7 @@ use reverie_core::ChannelId;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Result, StoreError};
-use crate::records::{BoardPost, Note, Revision, RevisionState};
+use crate::records::{BoardPost, Note, NoteChange, Revision, RevisionState};
 use crate::store::{now_ms, Store};
 
 fn revision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Revision> {
@@ -127,18 +127,114 @@ impl Store {
     // ---- notes -------------------------------------------------------------
 
     pub fn add_note(&self, title: &str, body: &str) -> Result<i64> {
+        self.add_note_at(title, body, now_ms())
+    }
+
+    /// A note written at `created_ms` (notes brought over with their dates).
+    pub fn add_note_at(&self, title: &str, body: &str, created_ms: i64) -> Result<i64> {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO notes (title, body, created_ms) VALUES (?1, ?2, ?3)",
-            params![title, body, now_ms()],
+            params![title, body, created_ms],
         )?;
         Ok(conn.last_insert_rowid())
+    }
+
+    /// Records one cleaning change in one transaction: hides `removed`,
+    /// writes `added` (title, body) if given.
+    pub fn change_notes(
+        &self,
+        what: &str,
+        removed: &[i64],
+        added: Option<(&str, &str)>,
+    ) -> Result<NoteChange> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let at = now_ms();
+        for id in removed {
+            tx.execute(
+                "UPDATE notes SET hidden_ms = ?1 WHERE id = ?2 AND hidden_ms IS NULL",
+                params![at, id],
+            )?;
+        }
+        let added = match added {
+            Some((title, body)) => {
+                tx.execute(
+                    "INSERT INTO notes (title, body, created_ms) VALUES (?1, ?2, ?3)",
+                    params![title, body, at],
+                )?;
+                Some(tx.last_insert_rowid())
+            }
+            None => None,
+        };
+        let ids = serde_json::to_string(removed).expect("ids serialize");
+        tx.execute(
+            "INSERT INTO note_changes (at_ms, what, removed, added) VALUES (?1, ?2, ?3, ?4)",
+            params![at, what, ids, added],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(NoteChange {
+            id,
+            at_ms: at,
+            what: what.to_string(),
+            removed: removed.to_vec(),
+            added,
+            undone_ms: None,
+        })
+    }
+
+    /// Every cleaning change, oldest first.
+    pub fn note_changes(&self) -> Result<Vec<NoteChange>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, at_ms, what, removed, added, undone_ms FROM note_changes ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let removed: String = r.get(3)?;
+            Ok(NoteChange {
+                id: r.get(0)?,
+                at_ms: r.get(1)?,
+                what: r.get(2)?,
+                removed: serde_json::from_str(&removed).unwrap_or_default(),
+                added: r.get(4)?,
+                undone_ms: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Undoes cleaning change `id`: its hidden notes come back and the note
+    /// it wrote goes.
+    pub fn undo_note_change(&self, id: i64) -> Result<NoteChange> {
+        let change = self
+            .note_changes()?
+            .into_iter()
+            .find(|c| c.id == id && c.undone_ms.is_none())
+            .ok_or(StoreError::NotFound {
+                what: "note change not yet undone",
+                id,
+            })?;
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for n in &change.removed {
+            tx.execute("UPDATE notes SET hidden_ms = NULL WHERE id = ?1", [n])?;
+        }
+        if let Some(a) = change.added {
+            tx.execute("DELETE FROM notes WHERE id = ?1", [a])?;
+        }
+        tx.execute(
+            "UPDATE note_changes SET undone_ms = ?1 WHERE id = ?2",
+            params![now_ms(), id],
+        )?;
+        tx.commit()?;
+        Ok(change)
     }
 
     pub fn notes(&self) -> Result<Vec<Note>> {
         let conn = self.conn();
         let mut stmt =
-            conn.prepare("SELECT id, title, body, created_ms, used_ms FROM notes ORDER BY id")?;
+            conn.prepare("SELECT id, title, body, created_ms, used_ms FROM notes WHERE hidden_ms IS NULL ORDER BY id")?;
         let rows = stmt.query_map([], |r| {
             Ok(Note {
                 id: r.get(0)?,

@@ -49,6 +49,7 @@ mod health;
 mod history;
 mod jobs;
 mod media;
+pub mod note_cleaning;
 mod notes;
 mod output;
 mod python;

@@ -1,4 +1,6 @@
-//! Stage 1, collect: the channels with messages since the last night.
+//! Stage 1, collect: the channels with messages since the last night; and
+//! the routine cleaning of the agent's notes, whose changes the morning
+//! summary lists.
 
 use crate::error::NightError;
 use crate::report::{CollectedChannel, Counts};
@@ -25,5 +27,16 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
         channels: channels.len(),
     });
     night.report.channels = channels;
+    if night.cfg.clean_notes {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        for line in reverie_tools::note_cleaning::clean(night.store, now)? {
+            night.note(
+                crate::event::Stage::Collect,
+                format!("notes: {line} (`reverie notes undo` brings it back)"),
+            );
+        }
+    }
     Ok(Next::Continue)
 }

@@ -258,18 +258,40 @@ mod tests {
         assert_eq!(short.ids, want);
     }
 
+    /// `ids` all of `role`, actions with a log-prob.
+    fn span(ids: &[i32], role: TokenRole) -> TokenSpan {
+        let mut s = TokenSpan::default();
+        for &i in ids {
+            s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
+        }
+        s
+    }
+
+    /// A judged sub-task of `channel` from message `first` to `last`.
+    fn judged(channel: i64, first: usize, last: usize) -> JudgedTask {
+        JudgedTask {
+            channel,
+            description: "t".into(),
+            first,
+            last,
+            turns: 1,
+            reward: 1.0,
+            reason: String::new(),
+            group: None,
+            checked: false,
+            kind: crate::judge::TaskKind::Judged,
+            judged: None,
+            feedback: None,
+            evidence: Vec::new(),
+            taken_back: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_compacted_channel_trains_on_what_followed_its_fresh_system_prompt() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let ch = store.create_channel("c").unwrap();
-        let span = |ids: &[i32], role| {
-            let mut s = TokenSpan::default();
-            for &i in ids {
-                s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
-            }
-            s
-        };
         let msgs = [
             (MessageRole::System, vec![1], TokenRole::Context),
             (MessageRole::User, vec![2, 3], TokenRole::User),
@@ -289,22 +311,7 @@ mod tests {
             5,
             "the meter counts the live context"
         );
-        let task = JudgedTask {
-            channel: ch.0,
-            description: "t".into(),
-            first: 4,
-            last: 5,
-            turns: 1,
-            reward: 1.0,
-            reason: String::new(),
-            group: None,
-            checked: false,
-            kind: crate::judge::TaskKind::Judged,
-            judged: None,
-            feedback: None,
-            evidence: Vec::new(),
-            taken_back: Vec::new(),
-        };
+        let task = judged(ch.0, 4, 5);
         let seqs = sequences(
             &store,
             &[task.clone()],
@@ -340,13 +347,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let ch = store.create_channel("c").unwrap();
-        let span = |ids: &[i32], role| {
-            let mut s = TokenSpan::default();
-            for &i in ids {
-                s.push(i, role, (role == TokenRole::Action).then_some(-0.5));
-            }
-            s
-        };
         store
             .append_message(
                 ch,
@@ -375,22 +375,7 @@ mod tests {
             )
             .unwrap();
         store.record_stray_end(early, true).unwrap();
-        let task = JudgedTask {
-            channel: ch.0,
-            description: "t".into(),
-            first: 0,
-            last: 3,
-            turns: 1,
-            reward: 1.0,
-            reason: String::new(),
-            group: None,
-            checked: false,
-            kind: crate::judge::TaskKind::Judged,
-            judged: None,
-            feedback: None,
-            evidence: Vec::new(),
-            taken_back: Vec::new(),
-        };
+        let task = judged(ch.0, 0, 3);
         let seqs = sequences(
             &store,
             &[task],
@@ -421,20 +406,12 @@ mod tests {
                 .append_message(ch, MessageRole::User, "q", &s)
                 .unwrap();
             JudgedTask {
-                channel: ch.0,
                 description: "practice: q".into(),
-                first: 0,
-                last: 0,
-                turns: 1,
                 reward,
-                reason: String::new(),
                 group: Some("q".into()),
                 checked: true,
                 kind: crate::judge::TaskKind::Practice,
-                judged: None,
-                feedback: None,
-                evidence: Vec::new(),
-                taken_back: Vec::new(),
+                ..judged(ch.0, 0, 0)
             }
         };
         let answer = |ids: &[i32], answered| {
@@ -531,22 +508,7 @@ mod tests {
         called(later, true);
         add(MessageRole::Tool, hint, 0); // 16
         add(MessageRole::Assistant, "4", 1); // 17 18
-        let task = JudgedTask {
-            channel: ch.0,
-            description: "t".into(),
-            first: 0,
-            last: 10,
-            turns: 1,
-            reward: 1.0,
-            reason: String::new(),
-            group: None,
-            checked: false,
-            kind: crate::judge::TaskKind::Judged,
-            judged: None,
-            feedback: None,
-            evidence: Vec::new(),
-            taken_back: Vec::new(),
-        };
+        let task = judged(ch.0, 0, 10);
         let cfg = NightConfig {
             repeated_call_advantage: -0.7,
             ..NightConfig::default()

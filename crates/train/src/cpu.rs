@@ -144,6 +144,21 @@ pub(crate) enum Stored {
     Transposed,
 }
 
+/// A matrix in a slice: element `(i, j)` at `data[i * rs + j * cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+impl View<'_> {
+    /// Whether a `rows × cols` matrix at these strides lies in `data`.
+    fn holds(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
 /// `dst[m, n] = x[m, k] · w[k, n]` (with `add`, added to what `dst`
 /// holds), each operand row-major as `Stored` says, on every thread.
 pub(crate) fn gemm(
@@ -153,16 +168,41 @@ pub(crate) fn gemm(
     (w, ws): (&[f32], Stored),
     add: bool,
 ) {
-    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= k * n);
-    // Column and row strides of each operand.
-    let (x_cs, x_rs) = match xs {
-        Stored::AsIs => (1, k as isize),
-        Stored::Transposed => (m as isize, 1),
+    let view = |data, stored, rows: usize, cols: usize| match stored {
+        Stored::AsIs => View {
+            data,
+            rs: cols,
+            cs: 1,
+        },
+        Stored::Transposed => View {
+            data,
+            rs: 1,
+            cs: rows,
+        },
     };
-    let (w_cs, w_rs) = match ws {
-        Stored::AsIs => (1, n as isize),
-        Stored::Transposed => (k as isize, 1),
+    gemm_views(dst, n, (m, n, k), view(x, xs, m, k), view(w, ws, k, n), add);
+}
+
+/// `dst[m, n] (+)= x[m, k] · w[k, n]` for operands at any strides, `dst`'s
+/// rows `ld` apart (a column range of a wider matrix when `ld > n`), on
+/// every thread.
+pub(crate) fn gemm_views(
+    dst: &mut [f32],
+    ld: usize,
+    (m, n, k): (usize, usize, usize),
+    x: View,
+    w: View,
+    add: bool,
+) {
+    let out = View {
+        data: dst,
+        rs: ld,
+        cs: 1,
     };
+    assert!(
+        out.holds(m, n) && x.holds(m, k) && w.holds(k, n),
+        "gemm operand sizes"
+    );
     // SAFETY: the assert above bounds every index the strides reach.
     unsafe {
         gemm::gemm(
@@ -171,14 +211,14 @@ pub(crate) fn gemm(
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            ld as isize,
             add,
-            x.as_ptr(),
-            x_cs,
-            x_rs,
-            w.as_ptr(),
-            w_cs,
-            w_rs,
+            x.data.as_ptr(),
+            x.cs as isize,
+            x.rs as isize,
+            w.data.as_ptr(),
+            w.cs as isize,
+            w.rs as isize,
             if add { 1.0 } else { 0.0 },
             1.0,
             false,

@@ -20,7 +20,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use crate::amx::{self, Packed, Rounded};
-use crate::cpu::parallelism;
+use crate::cpu::{gemm_views, View};
 
 /// About this many bytes of f32 per dequantized tile: big enough for gemm to
 /// run at full speed, small enough to stay in the caches' reach.
@@ -203,31 +203,23 @@ impl Quantized {
                 amx::matmul_rounded(&mut y[r0..], out, a, &b, false);
                 continue;
             }
-            // SAFETY: `y[:, r0..r0 + n]` (row stride `out`) lies in `y`, `x`
-            // holds `rows × in`, and `w` is `[n, in]` read as `[in, n]`.
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    n,
-                    inp,
-                    y.as_mut_ptr().add(r0),
-                    1,
-                    out as isize,
-                    false,
-                    x.as_ptr(),
-                    1,
-                    inp as isize,
-                    w.as_ptr(),
-                    inp as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism(),
-                )
-            }
+            // `y[:, r0..r0 + n] = x · wᵀ`, `w` `[n, in]` read as `[in, n]`.
+            gemm_views(
+                &mut y[r0..],
+                out,
+                (rows, n, inp),
+                View {
+                    data: x,
+                    rs: inp,
+                    cs: 1,
+                },
+                View {
+                    data: w,
+                    rs: 1,
+                    cs: inp,
+                },
+                false,
+            );
         }
         Ok(())
     }
@@ -247,31 +239,23 @@ impl Quantized {
                 amx::matmul_rounded(dx, inp, &a, &Packed::plain(w, n, inp), add);
                 continue;
             }
-            // SAFETY: `g[:, r0..r0 + n]` (row stride `out`) lies in `g`,
-            // `w` is `[n, in]` and `dx` holds `rows × in`.
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    inp,
-                    n,
-                    dx.as_mut_ptr(),
-                    1,
-                    inp as isize,
-                    add,
-                    g.as_ptr().add(r0),
-                    1,
-                    out as isize,
-                    w.as_ptr(),
-                    1,
-                    inp as isize,
-                    if add { 1.0 } else { 0.0 },
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism(),
-                )
-            }
+            // `dx (+)= g[:, r0..r0 + n] · w`.
+            gemm_views(
+                dx,
+                inp,
+                (rows, inp, n),
+                View {
+                    data: &g[r0..],
+                    rs: out,
+                    cs: 1,
+                },
+                View {
+                    data: w,
+                    rs: inp,
+                    cs: 1,
+                },
+                add,
+            );
         }
         Ok(())
     }

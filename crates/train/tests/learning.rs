@@ -457,6 +457,21 @@ fn bf16_tiles_score_within_rounding_of_f32_and_still_learn() {
         return;
     }
     assert!(tiled.tiled());
+    let (gap, before, after) = scores_and_learns(&exact, &tiled, cfg);
+    assert!(
+        gap > 0.0 && gap < 0.05,
+        "bf16 log-probs differ from f32 by {gap}"
+    );
+    assert!(
+        after > before + 0.5,
+        "positive advantage on bf16 tiles: {before} -> {after}"
+    );
+}
+
+/// How far `model`'s log-probs of a short text are from `exact`'s (the
+/// largest gap), and the rewarded last token's log-prob before and after a
+/// run of `cfg` with a positive advantage.
+fn scores_and_learns(exact: &Model, model: &Model, cfg: TrainConfig) -> (f32, f32, f32) {
     let ids = [3, 300, 301, 302, 4, 3, 290];
     let lp = |m: &Model, lora: Option<&reverie_train::Lora>| {
         m.token_logprobs(&ids, lora, 8)
@@ -464,24 +479,17 @@ fn bf16_tiles_score_within_rounding_of_f32_and_still_learn() {
             .to_vec1::<f32>()
             .unwrap()
     };
-    let (a, b) = (lp(&exact, None), lp(&tiled, None));
+    let (a, b) = (lp(exact, None), lp(model, None));
     let gap = a
         .iter()
         .zip(&b)
         .map(|(x, y)| (x - y).abs())
         .fold(0f32, f32::max);
-    assert!(
-        gap > 0.0 && gap < 0.05,
-        "bf16 log-probs differ from f32 by {gap}"
-    );
-    let mut t = Trainer::new(&tiled, vec![seq(&ids, 6, 2.0); 30], cfg).unwrap();
-    let before = *lp(&tiled, Some(&t.lora)).last().unwrap();
+    let mut t = Trainer::new(model, vec![seq(&ids, 6, 2.0); 30], cfg).unwrap();
+    let before = *lp(model, Some(&t.lora)).last().unwrap();
     t.run(None, &mut |_| {}).unwrap();
-    let after = *lp(&tiled, Some(&t.lora)).last().unwrap();
-    assert!(
-        after > before + 0.5,
-        "positive advantage on bf16 tiles: {before} -> {after}"
-    );
+    let after = *lp(model, Some(&t.lora)).last().unwrap();
+    (gap, before, after)
 }
 
 #[test]
@@ -511,24 +519,8 @@ fn quantized_weights_score_as_their_dequantized_values_and_learn() {
         held.frozen_bytes(),
         dense.frozen_bytes()
     );
-    let ids = [3, 300, 301, 302, 4, 3, 290];
-    let lp = |m: &Model, lora: Option<&reverie_train::Lora>| {
-        m.token_logprobs(&ids, lora, 8)
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap()
-    };
-    let (a, b) = (lp(&dense, None), lp(&held, None));
-    let gap = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let (gap, before, after) = scores_and_learns(&dense, &held, cfg);
     assert!(gap < 1e-4, "quantized log-probs differ from f32 by {gap}");
-    let mut t = Trainer::new(&held, vec![seq(&ids, 6, 2.0); 30], cfg).unwrap();
-    let before = *lp(&held, Some(&t.lora)).last().unwrap();
-    t.run(None, &mut |_| {}).unwrap();
-    let after = *lp(&held, Some(&t.lora)).last().unwrap();
     assert!(
         after > before + 0.1,
         "the rewarded token's log-prob went {before} -> {after}"

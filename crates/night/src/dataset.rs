@@ -314,7 +314,7 @@ mod tests {
         let task = judged(ch.0, 4, 5);
         let seqs = sequences(
             &store,
-            &[task.clone()],
+            std::slice::from_ref(&task),
             &[None],
             &[Some(0.5)],
             &NightConfig::default(),

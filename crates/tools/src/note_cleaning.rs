@@ -81,9 +81,9 @@ pub fn clean(store: &Store, now_ms: i64) -> Result<Vec<String>, StoreError> {
         }
     }
     let mut groups: BTreeMap<usize, Vec<&Note>> = BTreeMap::new();
-    for i in 0..notes.len() {
+    for (i, n) in notes.iter().enumerate() {
         let r = find(&mut root, i);
-        groups.entry(r).or_default().push(&notes[i]);
+        groups.entry(r).or_default().push(n);
     }
     let mut gone = std::collections::HashSet::new();
     for mut group in groups.into_values().filter(|g| g.len() > 1) {

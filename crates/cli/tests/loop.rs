@@ -720,3 +720,37 @@ fn ratings_from_the_cli_are_the_rewards_the_night_trains_with() {
         "the answer kept, then the one taken back: {report}"
     );
 }
+
+#[test]
+fn a_device_out_of_memory_trains_again_with_less_then_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    // The first two tries fail as a GPU out of memory would.
+    let out = command(home)
+        .env("REVERIE_FAULT_TRAIN_OOM", "2")
+        .args(["sleep", "--json", "--config", &config(home, 1000.0)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}");
+    let notes: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "note")
+        .filter_map(|v| v["message"].as_str().map(str::to_string))
+        .filter(|m| m.contains("ran out of memory"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{stdout}");
+    assert!(
+        notes[0].contains("trying again recomputing every layer"),
+        "{}",
+        notes[0]
+    );
+    assert!(notes[1].contains("trying again on the CPU"), "{}", notes[1]);
+    let summary = last_json(&out);
+    assert!(
+        summary["report"]["train"]["steps"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+}

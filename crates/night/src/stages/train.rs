@@ -1,8 +1,9 @@
 //! Stage 6, train: a LoRA on the night's sequences with OAPL + ECHO,
-//! checkpointed so a killed night resumes at its last step.
+//! checkpointed so a killed night resumes at its last step; a device that
+//! runs out of memory is tried again with less, then the CPU ([`fallbacks`]).
 
 use reverie_train::data::Sequence;
-use reverie_train::{Lora, Model, Trainer};
+use reverie_train::{DeviceChoice, Lora, Model, TrainConfig, Trainer};
 
 use crate::dataset::sequences;
 use crate::error::NightError;
@@ -38,7 +39,94 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     let data = night.dir.join("train-data.jsonl");
     reverie_train::data::write_jsonl(&data, &seqs)?;
     let n_seqs = seqs.len();
-    let tcfg = cfg.train_for(n_seqs);
+    let mut tries = fallbacks(&cfg.train_for(n_seqs)).into_iter().peekable();
+    let tried = loop {
+        let (tcfg, how) = tries.next().expect("at least one configuration");
+        match attempt(night, seqs.clone(), tcfg) {
+            Err(NightError::Train(e)) if out_of_memory(&e) && tries.peek().is_some() => {
+                let next = tries.peek().map_or("", |t| t.1);
+                night.note(
+                    Stage::Train,
+                    format!("the trainer ran out of memory {how} ({e}); trying again {next}"),
+                );
+            }
+            other => break other?,
+        }
+    };
+    if !tried.done {
+        return Err(NightError::Cancelled);
+    }
+    let reports = &tried.reports;
+    night.report.train = Some(TrainReport {
+        data: Some(data),
+        sequences: n_seqs,
+        without_signal: n_all - n_seqs,
+        steps: tried.steps,
+        losses: reports.iter().map(|r| r.loss).collect(),
+        tokens: reports.iter().map(|r| r.tokens).sum(),
+    });
+    night.trained = Some(Trained {
+        model: tried.model,
+        lora: tried.lora,
+    });
+    Ok(Next::Continue)
+}
+
+/// What one try leaves.
+struct Tried {
+    model: Model,
+    lora: Lora,
+    reports: Vec<reverie_train::StepReport>,
+    steps: usize,
+    /// Every step taken (not stopped by a cancel).
+    done: bool,
+}
+
+/// The configurations a night tries in turn while the device runs out of
+/// memory: as configured; then, off the CPU, every sequence recomputed
+/// layer by layer (the least activation memory); then the CPU. Each starts
+/// from the last checkpoint, so no step is lost. With a phrase for the
+/// morning summary.
+pub fn fallbacks(tcfg: &TrainConfig) -> Vec<(TrainConfig, &'static str)> {
+    let mut out = vec![(tcfg.clone(), "as configured")];
+    if tcfg.device != DeviceChoice::Cpu {
+        out.push((
+            TrainConfig {
+                recompute: true,
+                recompute_above: 0,
+                ..tcfg.clone()
+            },
+            "recomputing every layer",
+        ));
+        out.push((
+            TrainConfig {
+                device: DeviceChoice::Cpu,
+                ..tcfg.clone()
+            },
+            "on the CPU",
+        ));
+    }
+    out
+}
+
+/// Whether a training error is a device running out of memory.
+pub fn out_of_memory(e: &reverie_train::TrainError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("out of memory") || text.contains("out_of_memory")
+}
+
+/// Loads the model as `tcfg` says and trains on `seqs` from the night's
+/// last checkpoint.
+fn attempt(
+    night: &mut NightRun<'_>,
+    seqs: Vec<Sequence>,
+    tcfg: TrainConfig,
+) -> Result<Tried, NightError> {
+    if let Some(n) = fault_out_of_memory() {
+        return Err(NightError::Train(reverie_train::TrainError::Device(
+            format!("injected: CUDA_ERROR_OUT_OF_MEMORY: out of memory ({n} tries left to fail)"),
+        )));
+    }
     let model = Model::load_for_training(night.base(), &tcfg)?;
     let mut trainer = Trainer::new(&model, seqs, tcfg)?;
     let cancel = night.cancel;
@@ -57,20 +145,28 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     };
     let reports =
         trainer.run_while(Some(&checkpoints), &mut on_step, &|| !cancel.is_cancelled())?;
-    if !trainer.is_done() {
-        return Err(NightError::Cancelled);
-    }
-    night.report.train = Some(TrainReport {
-        data: Some(data),
-        sequences: n_seqs,
-        without_signal: n_all - n_seqs,
-        steps: trainer.step_index(),
-        losses: reports.iter().map(|r| r.loss).collect(),
-        tokens: reports.iter().map(|r| r.tokens).sum(),
-    });
+    let (steps, done) = (trainer.step_index(), trainer.is_done());
     let lora = trainer.into_lora();
-    night.trained = Some(Trained { model, lora });
-    Ok(Next::Continue)
+    Ok(Tried {
+        model,
+        lora,
+        reports,
+        steps,
+        done,
+    })
+}
+
+/// Fault injection for tests: `REVERIE_FAULT_TRAIN_OOM=N` fails the first
+/// `N` tries of the process as a device out of memory.
+fn fault_out_of_memory() -> Option<usize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static FAILED: AtomicUsize = AtomicUsize::new(0);
+    let n: usize = std::env::var("REVERIE_FAULT_TRAIN_OOM")
+        .ok()?
+        .parse()
+        .ok()?;
+    let done = FAILED.fetch_add(1, Ordering::SeqCst);
+    (done < n).then(|| n - done - 1)
 }
 
 /// The adapter a finished train stage saved, for a night resumed after it.
@@ -92,4 +188,36 @@ pub fn resume(night: &NightRun<'_>) -> Result<Trained, NightError> {
         trainer.into_lora()
     };
     Ok(Trained { model, lora })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_falls_back_to_recomputing_then_to_the_cpu_and_a_cpu_to_nothing() {
+        let cpu = TrainConfig {
+            device: DeviceChoice::Cpu,
+            ..TrainConfig::default()
+        };
+        assert_eq!(fallbacks(&cpu).len(), 1, "the CPU has nowhere to go");
+        let gpu = TrainConfig {
+            device: DeviceChoice::Cuda(0),
+            recompute_above: 2048,
+            ..TrainConfig::default()
+        };
+        let tries = fallbacks(&gpu);
+        assert_eq!(tries.len(), 3);
+        assert_eq!(tries[0].0, gpu);
+        assert_eq!(
+            (tries[1].0.recompute_above, tries[1].0.device),
+            (0, DeviceChoice::Cuda(0))
+        );
+        assert_eq!(tries[2].0.device, DeviceChoice::Cpu);
+        let oom = |m: &str| out_of_memory(&reverie_train::TrainError::Device(m.into()));
+        assert!(oom(
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")"
+        ));
+        assert!(!oom("shape mismatch in matmul"));
+    }
 }

@@ -84,12 +84,20 @@ fn training(home: &Home, model: &Path) -> Result<String, (String, String)> {
             .map_err(|e| (e.to_string(), "use another GGUF file".to_string()))
     };
     let (typical, worst) = (at(4096.min(longest))?, at(longest)?);
+    let digits = longest.to_string();
+    let grouped: Vec<&str> = digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap_or(""))
+        .collect();
     let detail = format!(
-        "the night trains on {device}; frozen weights {} ({}); a step needs about {} at 4,096 tokens and {} at {longest} (the longest; `max_train_tokens` in night.json)",
+        "the night trains on {device}; frozen weights {} ({}); a step needs about {} at 4,096 tokens and {} at {} (the longest; `max_train_tokens` in night.json)",
         output::bytes(worst.frozen),
         if cfg.train.quantized { "kept in their block formats" } else { "f32" },
         output::bytes(typical.total()),
         output::bytes(worst.total()),
+        grouped.join(","),
     );
     match reverie_train::memory::available() {
         Some(free) if device == "the CPU" && worst.total() > free => Err((

@@ -144,6 +144,12 @@ fn doctor_reports_what_to_fix() {
             .contains("Hermes tool prompt"),
         "{tools}"
     );
+    let training = doctor_check(&v, "training");
+    let detail = training["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the night trains on the CPU") && detail.contains("at 24,576"),
+        "{training}"
+    );
     let sandbox = doctor_check(&v, "sandbox");
     assert!(
         sandbox["detail"]

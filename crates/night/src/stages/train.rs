@@ -39,6 +39,17 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     let data = night.dir.join("train-data.jsonl");
     reverie_train::data::write_jsonl(&data, &seqs)?;
     let n_seqs = seqs.len();
+    let longest = fitting_length(night.base(), &cfg.train_for(n_seqs), cfg.max_train_tokens);
+    let too_long = seqs.iter().filter(|s| s.ids.len() > longest).count();
+    if too_long > 0 {
+        night.note(
+            Stage::Train,
+            format!(
+                "{too_long} sequence(s) longer than {longest} tokens, the most a step fits in the memory available, train on their last {longest} tokens"
+            ),
+        );
+    }
+    let seqs: Vec<Sequence> = seqs.into_iter().map(|s| keep_end(s, longest)).collect();
     let mut tries = fallbacks(&cfg.train_for(n_seqs)).into_iter().peekable();
     let tried = loop {
         let (tcfg, how) = tries.next().expect("at least one configuration");
@@ -107,6 +118,54 @@ pub fn fallbacks(tcfg: &TrainConfig) -> Vec<(TrainConfig, &'static str)> {
         ));
     }
     out
+}
+
+/// The longest sequence whose step fits in nine tenths of the memory
+/// available (when the night trains on the CPU), at most `max` and at
+/// least 512 tokens; `max` where the memory cannot be told.
+pub fn fitting_length(model: &std::path::Path, tcfg: &TrainConfig, max: usize) -> usize {
+    let on_cpu = tcfg.device.open().is_ok_and(|d| d.is_cpu());
+    match reverie_train::memory::available().filter(|_| on_cpu) {
+        Some(free) => longest_within(model, tcfg, max, free / 10 * 9),
+        None => max,
+    }
+}
+
+/// The longest sequence, at most `max` and at least 512 tokens, whose
+/// step's estimated peak stays within `budget` bytes (to 256 tokens).
+fn longest_within(model: &std::path::Path, tcfg: &TrainConfig, max: usize, budget: u64) -> usize {
+    let fits = |t: usize| {
+        reverie_train::memory::step_memory(model, t, tcfg).map_or(true, |m| m.total() <= budget)
+    };
+    if fits(max) {
+        return max;
+    }
+    let (mut lo, mut hi) = (512.min(max), max);
+    while hi - lo > 256 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `s` cut to its last `n` tokens (its marks moved with them).
+fn keep_end(mut s: Sequence, n: usize) -> Sequence {
+    let from = s.ids.len().saturating_sub(n);
+    if from > 0 {
+        s.ids.drain(..from);
+        s.roles.drain(..from);
+        s.token_advantages = s
+            .token_advantages
+            .into_iter()
+            .filter(|(k, _)| *k >= from)
+            .map(|(k, a)| (k - from, a))
+            .collect();
+    }
+    s
 }
 
 /// Whether a training error is a device running out of memory.
@@ -219,5 +278,43 @@ mod tests {
             "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")"
         ));
         assert!(!oom("shape mismatch in matmul"));
+        // A sequence cut to its end keeps its marks with their tokens.
+        let s = Sequence {
+            ids: (0..10).collect(),
+            roles: vec![reverie_core::TokenRole::Action; 10],
+            advantage: 1.0,
+            reward: None,
+            group: None,
+            token_advantages: vec![(2, -1.0), (8, -1.0)],
+        };
+        let cut = keep_end(s.clone(), 4);
+        assert_eq!(cut.ids, vec![6, 7, 8, 9]);
+        assert_eq!(cut.token_advantages, vec![(2, -1.0)]);
+        assert_eq!(keep_end(s.clone(), 20), s);
+    }
+
+    #[test]
+    fn sequences_are_cut_to_what_fits_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        reverie_gguf::synth::write(
+            &path,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        let tcfg = TrainConfig::default();
+        let need = |t| {
+            reverie_train::memory::step_memory(&path, t, &tcfg)
+                .unwrap()
+                .total()
+        };
+        assert_eq!(longest_within(&path, &tcfg, 8192, need(8192)), 8192);
+        let got = longest_within(&path, &tcfg, 8192, need(3000));
+        assert!((2744..=3000).contains(&got), "{got}");
+        assert_eq!(
+            longest_within(&path, &tcfg, 8192, 1),
+            512,
+            "never under 512"
+        );
     }
 }

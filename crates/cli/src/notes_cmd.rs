@@ -50,9 +50,7 @@ pub fn run(home: &Home, cmd: NotesCommand) -> anyhow::Result<ExitCode> {
             }
         }
         NotesCommand::Clean { json } => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_millis() as i64;
+            let now = reverie_night::trigger::now_ms();
             let said = reverie_tools::note_cleaning::clean(&store, now)?;
             if json {
                 output::json(&said)?;

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use reverie_store::{Note, Store, StoreError};
 
+use crate::notes::day;
+
 /// Word overlap (Jaccard) at which two notes count as the same note. A
 /// merge keeps every line of both, so a false match loses nothing (and
 /// undoes).
@@ -51,12 +53,6 @@ fn merged_body(group: &[&Note]) -> String {
         }
     }
     body
-}
-
-fn day(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
-        .map(|t| t.date().to_string())
-        .unwrap_or_default()
 }
 
 /// Cleans the notes in `store` as of `now_ms`; returns what it changed, in

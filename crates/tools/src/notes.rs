@@ -49,13 +49,15 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The UTC day of `ms` since the epoch, as `2026-12-03`.
+pub(crate) fn day(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .map(|t| t.date().to_string())
+        .unwrap_or_default()
+}
+
 /// "written 2026-12-01, recalled 2026-12-03" (UTC days).
 fn dates(n: &Note) -> String {
-    let day = |ms: i64| {
-        time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
-            .map(|t| t.date().to_string())
-            .unwrap_or_default()
-    };
     match n.used_ms {
         Some(u) => format!("written {}, recalled {}", day(n.created_ms), day(u)),
         None => format!("written {}, never recalled", day(n.created_ms)),

@@ -28,10 +28,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     });
     night.report.channels = channels;
     if night.cfg.clean_notes {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        for line in reverie_tools::note_cleaning::clean(night.store, now)? {
+        for line in reverie_tools::note_cleaning::clean(night.store, crate::trigger::now_ms())? {
             night.note(
                 crate::event::Stage::Collect,
                 format!("notes: {line} (`reverie notes undo` brings it back)"),

@@ -38,6 +38,8 @@ pub enum BenchCommand {
     Nights(crate::bench_nights::NightsArgs),
     /// The judge against hidden checks on simulated day tasks.
     Judge(crate::bench_judge::JudgeArgs),
+    /// Do nights on ordinary days help: eval, simulated days + sleep, eval.
+    Days(crate::bench_days::DaysArgs),
     /// Value-model baselines against what happened: grade written vs mean grade.
     Value(crate::bench_value::ValueArgs),
     /// LoRA step tokens/s and peak memory: ours vs PyTorch + PEFT.
@@ -110,6 +112,7 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Nights(a) => crate::bench_nights::nights(home, a),
         BenchCommand::Value(a) => crate::bench_value::value(home, a),
         BenchCommand::Judge(a) => crate::bench_judge::judge(home, a),
+        BenchCommand::Days(a) => crate::bench_days::days(home, a),
         BenchCommand::Decode {
             engine,
             prompt_tokens,

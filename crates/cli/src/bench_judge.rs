@@ -15,14 +15,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use reverie_agent::{CancelFlag, ChannelSession, ToolSetup, DEFAULT_SYSTEM_PROMPT};
+use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, MessageRole, SamplingParams};
 use reverie_night::{judge_window, windows, JudgeOptions, NightConfig};
-use reverie_practice::{check, Family};
+use reverie_practice::days::{
+    agreement, covers, day_tasks, simulate_day, Agreement, DayFamily, DayOptions,
+};
 use reverie_store::Store;
+use reverie_tools::Services;
 use serde::Serialize;
 
-use crate::chat::{open_toolbox, EngineArgs};
+use crate::chat::EngineArgs;
 use crate::output;
 
 #[derive(Args)]
@@ -53,40 +56,6 @@ pub struct JudgeArgs {
     json: bool,
 }
 
-/// How a person opens a request (the first three open a channel, the last
-/// moves on within one); the task follows.
-const OPENINGS: [&str; 4] = [
-    "",
-    "Hi! Could you help me with this? ",
-    "Quick one: ",
-    "Thanks. Next thing: ",
-];
-
-/// One posed task: where its request and answer are, and the hidden verdict.
-struct Posed {
-    channel: i64,
-    family: Family,
-    request: usize,
-    reply: usize,
-    passed: bool,
-}
-
-/// Agreement of one way of judging with the hidden checks.
-#[derive(Serialize, Default, Debug, PartialEq)]
-struct Agreement {
-    /// Tasks a judged sub-task covered.
-    covered: usize,
-    /// Of those, the ones whose reward (≥ the night's success threshold)
-    /// matched the check.
-    agreed: usize,
-    accuracy: f64,
-    kappa: f64,
-    /// Failed tasks the judge called failed, of the failed tasks covered.
-    failure_recall: f64,
-    mean_reward_passed: f64,
-    mean_reward_failed: f64,
-}
-
 #[derive(Serialize)]
 struct Report {
     tasks: usize,
@@ -112,65 +81,48 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let families = [
-        Family::Arithmetic,
-        Family::Strings,
-        Family::Ledger,
-        Family::Units,
+        DayFamily::Arithmetic,
+        DayFamily::Strings,
+        DayFamily::Ledger,
+        DayFamily::Units,
     ];
-    let mut posed: Vec<Posed> = Vec::new();
-    for i in 0..a.tasks {
-        let family = families[i % families.len()];
-        let task = family.task(a.seed.wrapping_add(i as u64), a.level);
-        let name = format!("day-{}", i / a.per_channel.max(1) + 1);
-        let toolbox = open_toolbox(&bench, &store, &name, None)?;
-        let workspace = toolbox.workspace().root().to_path_buf();
-        let mut setup = ToolSetup::new(toolbox);
+    let tasks = day_tasks(&families, a.tasks, a.seed, a.level);
+    let opts = DayOptions {
+        system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
         // As in practice and eval: eight calls, 512 tokens a reply.
-        setup.max_calls = 8;
-        if !a.all_tools {
-            setup.allowed = Some(family.tools().iter().map(|t| t.to_string()).collect());
-        }
-        let mut session =
-            ChannelSession::open(&engine, &store, &name, DEFAULT_SYSTEM_PROMPT)?.with_tools(setup);
-        let per = a.per_channel.max(1);
-        let opening = if i % per == 0 {
-            OPENINGS[(i / per) % 3]
-        } else {
-            OPENINGS[3]
-        };
-        let params = SamplingParams {
-            seed: a.seed as u32 ^ i as u32,
+        params: SamplingParams {
+            seed: a.seed as u32,
             max_tokens: 512,
             ..SamplingParams::default()
-        };
-        let outcome = session.send(
-            &format!("{opening}{}", task.prompt),
-            &params,
-            &cancel,
-            &mut |_| {},
-        )?;
-        let passed = check(&task, &outcome.reply, &workspace).passed;
-        let ids: Vec<_> = store
-            .messages(session.channel())?
-            .iter()
-            .map(|m| m.id)
-            .collect();
-        let at = |id| ids.iter().position(|m| *m == id).unwrap_or(0);
-        posed.push(Posed {
-            channel: session.channel().0,
-            family,
-            request: at(outcome.user_message),
-            reply: at(outcome.reply_message),
-            passed,
-        });
-        eprintln!(
-            "task {}/{}: {} in {name}: {}",
-            i + 1,
-            a.tasks,
-            family.as_str(),
-            if passed { "passed" } else { "failed" }
-        );
-    }
+        },
+        max_calls: 8,
+        family_tools: !a.all_tools,
+        follow_up: 0.0,
+        feedback: 0.0,
+        seed: a.seed,
+    };
+    let services = Arc::new(Services::new(&bench));
+    let posed = simulate_day(
+        &engine,
+        &store,
+        &services,
+        &tasks,
+        a.per_channel,
+        "day",
+        &opts,
+        &cancel,
+        &mut |posed| {
+            for p in posed {
+                eprintln!(
+                    "task {}/{}: {}: {}",
+                    p.task + 1,
+                    a.tasks,
+                    p.family.as_str(),
+                    if p.passed { "passed" } else { "failed" }
+                );
+            }
+        },
+    )?;
     let answer_seconds = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
@@ -266,85 +218,4 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether the sub-task `first..=last` is the one that graded `p`: it ends
-/// on the task's answer or spans it.
-fn covers(first: usize, last: usize, p: &Posed) -> bool {
-    (first..=last).contains(&p.reply) || (first <= p.request && p.reply <= last)
-}
-
-/// The judge's rewards against the checks' verdicts: a reward at or above
-/// `threshold` calls a task passed.
-fn agreement(truth: &[bool], rewards: &[Option<f32>], threshold: f32) -> Agreement {
-    let pairs: Vec<(bool, f32)> = truth
-        .iter()
-        .zip(rewards)
-        .filter_map(|(t, r)| r.map(|r| (*t, r)))
-        .collect();
-    let n = pairs.len();
-    if n == 0 {
-        return Agreement::default();
-    }
-    let said = |r: f32| r >= threshold;
-    let agreed = pairs.iter().filter(|(t, r)| *t == said(*r)).count();
-    let po = agreed as f64 / n as f64;
-    let truly = pairs.iter().filter(|(t, _)| *t).count() as f64 / n as f64;
-    let called = pairs.iter().filter(|(_, r)| said(*r)).count() as f64 / n as f64;
-    let pe = truly * called + (1.0 - truly) * (1.0 - called);
-    let failed: Vec<f32> = pairs.iter().filter(|(t, _)| !t).map(|p| p.1).collect();
-    let passed: Vec<f32> = pairs.iter().filter(|(t, _)| *t).map(|p| p.1).collect();
-    let mean = |v: &[f32]| v.iter().map(|&x| x as f64).sum::<f64>() / v.len().max(1) as f64;
-    Agreement {
-        covered: n,
-        agreed,
-        accuracy: po,
-        kappa: if pe < 1.0 {
-            (po - pe) / (1.0 - pe)
-        } else {
-            0.0
-        },
-        failure_recall: failed.iter().filter(|r| !said(**r)).count() as f64
-            / failed.len().max(1) as f64,
-        mean_reward_passed: mean(&passed),
-        mean_reward_failed: mean(&failed),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agreement_counts_kappa_and_caught_failures() {
-        let truth = [true, true, false, false, true];
-        let rewards = [Some(0.9), Some(0.2), Some(0.1), Some(0.8), None];
-        let a = agreement(&truth, &rewards, 0.5);
-        assert_eq!((a.covered, a.agreed), (4, 2));
-        assert!((a.accuracy - 0.5).abs() < 1e-9);
-        // Chance agreement is 0.5 here, so κ is 0.
-        assert!(a.kappa.abs() < 1e-9, "{}", a.kappa);
-        assert!((a.failure_recall - 0.5).abs() < 1e-9);
-        let perfect = agreement(&[true, false], &[Some(1.0), Some(0.0)], 0.5);
-        assert!((perfect.kappa - 1.0).abs() < 1e-9);
-        assert_eq!(agreement(&[true], &[None], 0.5), Agreement::default());
-    }
-
-    #[test]
-    fn a_sub_task_covers_the_task_whose_answer_it_spans() {
-        let p = Posed {
-            channel: 1,
-            family: Family::Arithmetic,
-            request: 3,
-            reply: 6,
-            passed: true,
-        };
-        assert!(covers(3, 6, &p));
-        assert!(
-            covers(5, 6, &p),
-            "a span starting at a tool result still ends on the answer"
-        );
-        assert!(!covers(7, 9, &p));
-        assert!(!covers(1, 2, &p));
-    }
 }

@@ -238,7 +238,7 @@ fn describe(p: &Paired) -> String {
 /// Gives the bench's data folder the user's embedding model, so its value
 /// memory ranks past tasks as the user's own nights do (without it, word
 /// overlap). Files are hard-linked where the filesystem allows, else copied.
-fn share_embedder(home: &Home, bench: &Home) -> anyhow::Result<()> {
+pub(crate) fn share_embedder(home: &Home, bench: &Home) -> anyhow::Result<()> {
     let from = reverie_embed::model_dir(home);
     if !from.join("model.safetensors").exists() {
         return Ok(());

@@ -7,6 +7,7 @@
 //! print exactly one JSON object on stdout.
 
 mod bench;
+mod bench_days;
 mod bench_judge;
 mod bench_nights;
 mod bench_train;

@@ -169,7 +169,7 @@ pub(crate) fn render_arithmetic(
 }
 
 /// "a, b, c and d".
-fn join(items: &[String]) -> String {
+pub(crate) fn join(items: &[String]) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),

@@ -12,6 +12,7 @@
 //! with the verdict as their reward; eval episodes never are.
 
 mod check;
+pub mod days;
 mod family;
 mod paired;
 mod runner;

@@ -334,26 +334,13 @@ fn solve(
     let mut session = ChannelSession::open(engine, store, name, SOLVER_PROMPT)?.with_tools(setup);
     session.set_reply_constraint(cfg.reply_constraint.map(|f| f(task)));
     let outcome = session.send(&task.prompt, &params, cancel, &mut |_| {});
-    let holds_a_call = |reply: &str| {
-        session
-            .tools()
-            .is_some_and(|t| !t.format.parse(reply).is_empty())
-    };
     let stopped = matches!(&outcome, Ok(o) if o.reason == StopReason::ToolLimit);
     let (reply, tool_calls, verdict) = match outcome {
-        // A stopped turn ends on a reply without tools; if it still
-        // holds a call, the turn never answered, and a number inside
-        // that call is not the agent's answer.
-        Ok(o) if o.reason == StopReason::ToolLimit && holds_a_call(&o.reply) => {
-            let why = format!(
-                "no answer: the turn was stopped after {} tool calls",
-                o.tool_calls
-            );
-            let v = Verdict { passed: false, why };
-            (o.reply, o.tool_calls, v)
-        }
         Ok(o) => {
-            let v = check(task, &o.reply, &workspace);
+            let v = match crate::days::unanswered(&session, &o) {
+                Some(why) => Verdict { passed: false, why },
+                None => check(task, &o.reply, &workspace),
+            };
             (o.reply, o.tool_calls, v)
         }
         Err(e) => (

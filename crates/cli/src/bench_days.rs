@@ -1,0 +1,428 @@
+//! `reverie bench days`: do nights on ordinary days help? A simulated
+//! person poses tasks in ordinary channels (files in the workspace,
+//! follow-ups, optional 👍/👎); only this benchmark runs their checks. The
+//! model is measured on fresh tasks of every family, then N times a day is
+//! simulated and slept on (no practice), then it is measured again. Each
+//! measurement runs in a data folder of its own that no night reads.
+//! Reported: the judge's agreement with the hidden checks night by night,
+//! the value model's error, success per family before and after (paired
+//! task by task, with McNemar's p), the held-out families, perplexity and
+//! stage times.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
+use reverie_core::{Home, SamplingParams};
+use reverie_night::{run_night, NightConfig};
+use reverie_practice::days::{
+    agreement, day_tasks, rewards_of, simulate_day, task_outcomes, DayFamily, DayOptions, Posed,
+};
+use reverie_practice::{paired, Outcome, Paired, EVAL_SEED};
+use reverie_store::Store;
+use reverie_tools::Services;
+use serde::Serialize;
+
+use crate::bench_nights::share_embedder;
+use crate::chat::EngineArgs;
+use crate::output;
+
+#[derive(Args)]
+pub struct DaysArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Simulated days, each followed by a night.
+    #[arg(long, default_value_t = 3)]
+    nights: usize,
+    /// Tasks the person poses in one day.
+    #[arg(long, default_value_t = 24)]
+    tasks: usize,
+    /// Fresh tasks per family in each measurement (the same tasks before
+    /// and after, answered greedily).
+    #[arg(long, default_value_t = 10)]
+    eval: usize,
+    /// Tasks posed in one channel before the person moves to another.
+    #[arg(long, default_value_t = 3)]
+    per_channel: usize,
+    /// Level of every task (1 = easiest).
+    #[arg(long, default_value_t = 1)]
+    level: u32,
+    /// Families the days pose, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "arithmetic,strings,ledger,files,notes"
+    )]
+    families: Vec<String>,
+    /// Families only measured, never posed in a day.
+    #[arg(long, value_delimiter = ',', default_value = "units,edit")]
+    held_out: Vec<String>,
+    /// Share of replies the person rates 👍/👎 (from the hidden check).
+    #[arg(long, default_value_t = 0.0)]
+    feedback: f64,
+    /// Chance that a wrong answer gets a follow-up ("are you sure?").
+    #[arg(long, default_value_t = 0.5)]
+    follow_up: f64,
+    /// Offer only each family's tools, not the agent's usual offer.
+    #[arg(long)]
+    family_tools: bool,
+    #[arg(long, default_value_t = 2026)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Success of one family in one measurement.
+#[derive(Serialize, Clone)]
+struct FamilyScore {
+    family: DayFamily,
+    held_out: bool,
+    tasks: usize,
+    passed: usize,
+}
+
+/// One measurement: every family's outcomes, task by task.
+struct Measured {
+    scores: Vec<FamilyScore>,
+    outcomes: Vec<(DayFamily, Outcome)>,
+    seconds: f64,
+}
+
+pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
+    let parse = |names: &[String]| -> anyhow::Result<Vec<DayFamily>> {
+        names
+            .iter()
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| DayFamily::parse(n).map_err(anyhow::Error::msg))
+            .collect()
+    };
+    let trained = parse(&a.families)?;
+    let held_out = parse(&a.held_out)?;
+    anyhow::ensure!(
+        !trained.is_empty(),
+        "name at least one family for the days (--families arithmetic,files)"
+    );
+    if let Some(f) = trained.iter().find(|f| held_out.contains(f)) {
+        anyhow::bail!(
+            "{} is both posed and held out; a held-out family is only measured",
+            f.as_str()
+        );
+    }
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&a.feedback) && (0.0..=1.0).contains(&a.follow_up),
+        "--feedback and --follow-up are shares between 0 and 1"
+    );
+    let bench = crate::bench::fresh_home(home, "days", a.engine.model.as_deref())?;
+    share_embedder(home, &bench)?;
+    let base = reverie_models::active::resolve(&bench, None)?;
+    let say = |s: String| eprintln!("{s}");
+    let every: Vec<DayFamily> = trained.iter().chain(&held_out).copied().collect();
+
+    say(format!("measuring {} on fresh tasks", base.display()));
+    let before = measure(home, &a, &base, &every, &held_out, "before")?;
+    say(format!("before: {}", describe_scores(&before.scores)));
+
+    let mut per_night = Vec::new();
+    let night_cfg = NightConfig {
+        gpu_layers: a.engine.gpu_layers,
+        ..NightConfig::default()
+    };
+    for night in 1..=a.nights {
+        let model = reverie_models::active::resolve(&bench, None)?;
+        let started = Instant::now();
+        let tasks = day_tasks(
+            &trained,
+            a.tasks,
+            a.seed.wrapping_add(10_000 * night as u64),
+            a.level,
+        );
+        let opts = DayOptions {
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            params: SamplingParams {
+                seed: a.seed as u32 ^ night as u32,
+                max_tokens: 512,
+                ..SamplingParams::default()
+            },
+            max_calls: 8,
+            family_tools: a.family_tools,
+            follow_up: a.follow_up,
+            feedback: a.feedback,
+            seed: a.seed ^ night as u64,
+        };
+        let posed = {
+            let store = Arc::new(Store::open(&bench)?);
+            let services = Arc::new(Services::new(&bench));
+            let engine = a.engine.load(&bench, 1)?;
+            simulate_day(
+                &engine,
+                &store,
+                &services,
+                &tasks,
+                a.per_channel,
+                &format!("day{night}"),
+                &opts,
+                &CancelFlag::default(),
+                &mut |p| {
+                    for p in p {
+                        say(format!(
+                            "day {night}: {} ({}) {}{}",
+                            p.family.as_str(),
+                            p.step + 1,
+                            if p.passed { "passed" } else { "failed" },
+                            if p.followed_up {
+                                " after a follow-up"
+                            } else {
+                                ""
+                            }
+                        ))
+                    }
+                },
+            )?
+        };
+        let day_seconds = started.elapsed().as_secs_f64();
+        let store = Store::open(&bench)?;
+        let out = run_night(
+            &bench,
+            &store,
+            &model,
+            &night_cfg,
+            &CancelFlag::default(),
+            &mut |_| {},
+        )?;
+        let judged: Vec<(i64, usize, usize, f32)> = out
+            .report
+            .tasks
+            .iter()
+            .map(|t| (t.channel, t.first, t.last, t.judged.unwrap_or(t.reward)))
+            .collect();
+        let used: Vec<(i64, usize, usize, f32)> = out
+            .report
+            .tasks
+            .iter()
+            .map(|t| (t.channel, t.first, t.last, t.reward))
+            .collect();
+        let truth: Vec<bool> = posed.iter().map(|p| p.passed).collect();
+        let judge = agreement(
+            &truth,
+            &rewards_of(&posed, &judged),
+            night_cfg.success_threshold,
+        );
+        let reward = agreement(
+            &truth,
+            &rewards_of(&posed, &used),
+            night_cfg.success_threshold,
+        );
+        say(format!(
+            "night {night}: judge accuracy {:.0}% κ {:.2} over {} requests; {}",
+            judge.accuracy * 100.0,
+            judge.kappa,
+            judge.covered,
+            match &out.deployed {
+                Some(p) => format!("deployed {}", p.display()),
+                None => format!(
+                    "kept the model: {}",
+                    out.kept_reason.clone().unwrap_or_default()
+                ),
+            }
+        ));
+        let train = out.report.train.clone().unwrap_or_default();
+        per_night.push(serde_json::json!({
+            "night": out.night,
+            "requests": posed.len(),
+            "passed_first": posed.iter().filter(|p| p.first_passed).count(),
+            "passed_final": posed.iter().filter(|p| p.passed).count(),
+            "followed_up": posed.iter().filter(|p| p.followed_up).count(),
+            "rated": posed.iter().filter(|p| p.rated.is_some()).count(),
+            "day_success": day_success(&posed),
+            // The judge's own grade against the hidden checks, and the
+            // reward the night trained on (the person's rating where given).
+            "judge": judge,
+            "reward": reward,
+            "judged_sub_tasks": out.report.tasks.len(),
+            "value_mean_abs_error": out.report.summary.as_ref().and_then(|s| s.mean_abs_prediction_error),
+            "deployed": out.deployed,
+            "kept_reason": out.kept_reason,
+            "verify": out.report.verify,
+            "train_steps": train.steps,
+            "train_sequences": train.sequences,
+            "losses": train.losses,
+            "stage_seconds": out.report.seconds,
+            "day_seconds": day_seconds,
+            "seconds": started.elapsed().as_secs_f64(),
+        }));
+    }
+
+    let after_model = reverie_models::active::resolve(&bench, None)?;
+    let after = if a.nights == 0 {
+        None
+    } else {
+        say("measuring the model after the nights".into());
+        Some(measure(home, &a, &after_model, &every, &held_out, "after")?)
+    };
+    let compare = |keep: &dyn Fn(DayFamily) -> bool| -> Option<Paired> {
+        let after = after.as_ref()?;
+        let of = |m: &Measured| -> Vec<Outcome> {
+            m.outcomes
+                .iter()
+                .filter(|(f, _)| keep(*f))
+                .map(|(_, o)| o.clone())
+                .collect()
+        };
+        Some(paired(&of(&before), &of(after)))
+    };
+    let per_family: BTreeMap<&str, Option<Paired>> = every
+        .iter()
+        .map(|f| (f.as_str(), compare(&|g| g == *f)))
+        .collect();
+    let trained_paired = compare(&|f| !held_out.contains(&f));
+    let heldout_paired = compare(&|f| held_out.contains(&f));
+    let report = serde_json::json!({
+        "model": base,
+        "families": trained.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        "held_out": held_out.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        "tasks_per_day": a.tasks,
+        "eval_per_family": a.eval,
+        "level": a.level,
+        "feedback": a.feedback,
+        "follow_up": a.follow_up,
+        "nights": per_night,
+        "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
+        "before": before.scores,
+        "after": after.as_ref().map(|m| m.scores.clone()),
+        "paired": per_family,
+        "trained_paired": trained_paired,
+        "heldout_paired": heldout_paired,
+        "measure_seconds": [Some(before.seconds), after.as_ref().map(|m| m.seconds)],
+        "data_folder": bench.root(),
+    });
+    if a.json {
+        output::json(&report)?;
+    } else {
+        println!("before: {}", describe_scores(&before.scores));
+        if let Some(m) = &after {
+            println!("after:  {}", describe_scores(&m.scores));
+        }
+        for (name, p) in [("trained", trained_paired), ("held out", heldout_paired)] {
+            if let Some(p) = p {
+                println!(
+                    "{name}: {:+.1} points ({} gained, {} lost of {}, p = {:.3})",
+                    p.difference() * 100.0,
+                    p.gained,
+                    p.lost,
+                    p.tasks,
+                    p.p_value
+                );
+            }
+        }
+        for n in &per_night {
+            println!(
+                "night {}: judge accuracy {:.0}% κ {:.2} (failures caught {:.0}%), value error {}, {}",
+                n["night"],
+                n["judge"]["accuracy"].as_f64().unwrap_or(0.0) * 100.0,
+                n["judge"]["kappa"].as_f64().unwrap_or(0.0),
+                n["judge"]["failure_recall"].as_f64().unwrap_or(0.0) * 100.0,
+                n["value_mean_abs_error"],
+                if n["deployed"].is_null() { "kept" } else { "deployed" }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Success of the day's tasks (every step, after follow-ups).
+fn day_success(posed: &[Posed]) -> f64 {
+    let tasks = task_outcomes(posed);
+    tasks.iter().filter(|t| t.2).count() as f64 / tasks.len().max(1) as f64
+}
+
+/// `model` on `a.eval` fresh tasks of each family, one task to a channel,
+/// greedy, without follow-ups or ratings, in a data folder of its own.
+fn measure(
+    home: &Home,
+    a: &DaysArgs,
+    model: &Path,
+    families: &[DayFamily],
+    held_out: &[DayFamily],
+    when: &str,
+) -> anyhow::Result<Measured> {
+    let started = Instant::now();
+    let scratch = crate::bench::fresh_home(home, &format!("days-eval-{when}"), Some(model))?;
+    share_embedder(home, &scratch)?;
+    let store = Arc::new(Store::open(&scratch)?);
+    let services = Arc::new(Services::new(&scratch));
+    let engine = a.engine.load(&scratch, 1)?;
+    let opts = DayOptions {
+        system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+        params: SamplingParams {
+            temperature: 0.0,
+            top_k: 1,
+            seed: 1,
+            max_tokens: 512,
+            ..SamplingParams::default()
+        },
+        max_calls: 8,
+        family_tools: a.family_tools,
+        follow_up: 0.0,
+        feedback: 0.0,
+        seed: EVAL_SEED,
+    };
+    let mut scores = Vec::new();
+    let mut outcomes = Vec::new();
+    for &f in families {
+        let tasks = day_tasks(&[f], a.eval, EVAL_SEED, a.level);
+        let posed = simulate_day(
+            &engine,
+            &store,
+            &services,
+            &tasks,
+            1,
+            &format!("eval-{}", f.as_str()),
+            &opts,
+            &CancelFlag::default(),
+            &mut |_| {},
+        )?;
+        let results = task_outcomes(&posed);
+        let passed = results.iter().filter(|r| r.2).count();
+        eprintln!("  {} {passed}/{}", f.as_str(), results.len());
+        scores.push(FamilyScore {
+            family: f,
+            held_out: held_out.contains(&f),
+            tasks: results.len(),
+            passed,
+        });
+        outcomes.extend(results.into_iter().map(|(t, f, passed)| {
+            (
+                f,
+                Outcome {
+                    prompt: format!("{}-{t}", f.as_str()),
+                    passed,
+                },
+            )
+        }));
+    }
+    Ok(Measured {
+        scores,
+        outcomes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn describe_scores(scores: &[FamilyScore]) -> String {
+    scores
+        .iter()
+        .map(|s| {
+            format!(
+                "{}{} {}/{}",
+                s.family.as_str(),
+                if s.held_out { " (held out)" } else { "" },
+                s.passed,
+                s.tasks
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

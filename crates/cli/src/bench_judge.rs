@@ -16,8 +16,8 @@ use std::time::Instant;
 
 use clap::Args;
 use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
-use reverie_core::{Home, MessageRole, SamplingParams};
-use reverie_night::{judge_window, windows, JudgeOptions, NightConfig};
+use reverie_core::{Home, SamplingParams};
+use reverie_night::{channel_windows, judge_window, JudgeOptions, NightConfig};
 use reverie_practice::days::{
     agreement, covers, day_tasks, simulate_day, Agreement, DayFamily, DayOptions,
 };
@@ -135,15 +135,14 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         r.resize(posed.len(), None);
     }
     for (c, &ch) in channels.iter().enumerate() {
-        let msgs: Vec<(MessageRole, String)> = store
-            .messages(reverie_core::ChannelId(ch))?
-            .into_iter()
-            .map(|m| (m.role, m.text))
-            .collect();
-        for (w, window) in windows(reverie_core::ChannelId(ch), &msgs, 0, cfg.window)
-            .iter()
-            .enumerate()
-        {
+        let ws = channel_windows(
+            &store,
+            &services,
+            reverie_core::ChannelId(ch),
+            0,
+            cfg.window,
+        )?;
+        for (w, window) in ws.iter().enumerate() {
             let ways: &[bool] = if a.plain { &[true, false] } else { &[true] };
             for (way, &checks) in ways.iter().enumerate() {
                 eprintln!(

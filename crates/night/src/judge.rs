@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use reverie_core::{ChannelId, MessageRole, SamplingParams};
 use reverie_infer::{ChatMessage, Constraint, Engine, GenerateRequest, Transcript};
+use reverie_tools::past::PastWorkspace;
 use serde::{Deserialize, Serialize};
 
 const PROMPT: &str = include_str!("../../../assets/prompts/judge.md");
@@ -19,11 +20,16 @@ pub struct Window {
     pub channel: ChannelId,
     pub messages: Vec<Numbered>,
     pub channel_messages: Arc<Vec<Numbered>>,
+    /// The channel's workspace as it was at the window's last message,
+    /// which the judge may list and read.
+    pub files: Option<Arc<PastWorkspace>>,
 }
 
 /// Requests (more messages, the rest of a long one, a sum) the judge may
 /// make before it must report.
 pub const MAX_REQUESTS: usize = 3;
+/// Workspace files the judge is told of at most.
+const MAX_FILES_LISTED: usize = 40;
 /// Messages one read returns at most.
 const READ_LIMIT: usize = 10;
 /// Characters of a message shown at a time; the judge reads on by asking.
@@ -109,6 +115,7 @@ enum Answer {
     Read { read: ReadRange },
     More { more: usize },
     Calculate { calculate: String },
+    File { file: String },
 }
 
 #[derive(Deserialize)]
@@ -164,8 +171,40 @@ pub fn windows(
             channel,
             messages: c.to_vec(),
             channel_messages: all.clone(),
+            files: None,
         })
         .collect()
+}
+
+/// `channel`'s windows from message `from` on, each with the workspace as
+/// it was when its last message was written (a channel that never had a
+/// workspace has none; one that cannot be read is left out, with a
+/// warning).
+pub fn channel_windows(
+    store: &reverie_store::Store,
+    services: &reverie_tools::Services,
+    channel: ChannelId,
+    from: usize,
+    size: usize,
+) -> Result<Vec<Window>, reverie_store::StoreError> {
+    let messages = store.messages(channel)?;
+    let times: Vec<i64> = messages.iter().map(|m| m.created_ms).collect();
+    let msgs: Vec<(MessageRole, String)> = messages.into_iter().map(|m| (m.role, m.text)).collect();
+    let root = reverie_tools::workspace_root(&store.channel(channel)?, services);
+    let mut out = windows(channel, &msgs, from, size);
+    if root.is_dir() {
+        for w in &mut out {
+            let at = w.messages.last().map_or(0, |m| times[m.0]);
+            match PastWorkspace::at(store, &root, at) {
+                Ok(past) => w.files = Some(Arc::new(past)),
+                Err(e) => tracing::warn!(
+                    "channel {}: the judge cannot see its workspace: {e}",
+                    channel.0
+                ),
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What the judge may ask for besides reporting: any message range of the
@@ -173,6 +212,7 @@ pub fn windows(
 struct Offer {
     read_bounds: Option<(usize, usize)>,
     cut: Vec<usize>,
+    files: Vec<String>,
 }
 
 /// The answer's schema: sub-tasks within the shown messages `lo..=hi`, or,
@@ -205,6 +245,9 @@ fn schema(lo: usize, hi: usize, offer: Option<Offer>) -> serde_json::Value {
     }
     if !offer.cut.is_empty() {
         any.push(one("more", serde_json::json!({"enum": offer.cut})));
+    }
+    if !offer.files.is_empty() {
+        any.push(one("file", serde_json::json!({"enum": offer.files})));
     }
     any.push(one(
         "calculate",
@@ -273,6 +316,7 @@ enum Step {
     Read(usize, usize),
     More(usize),
     Calculate(String),
+    File(String),
     /// Sub-tasks, each with its place among the answer's sub-tasks (whose
     /// grades are read from the logits in that order).
     Report(Vec<(usize, JudgedTask)>),
@@ -328,17 +372,39 @@ impl<'a> Reading<'a> {
         } else {
             format!("\n\nChecked for you:\n{}", evidence.join("\n"))
         };
+        let files = self.files();
+        let files = if files.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n\nFiles in the assistant's workspace at message [{hi}]: {}. To read one as it was then: {{\"file\": \"PATH\"}}.",
+                files.join(", ")
+            )
+        };
         let all = &self.window.channel_messages;
         let (first, last) = (
             all.first().map_or(lo, |m| m.0),
             all.last().map_or(hi, |m| m.0),
         );
         PROMPT
-            .replace("{{messages}}", &(lines.join("\n") + &evidence))
+            .replace("{{messages}}", &(lines.join("\n") + &evidence + &files))
             .replace("{{lo}}", &lo.to_string())
             .replace("{{hi}}", &hi.to_string())
             .replace("{{first}}", &first.to_string())
             .replace("{{last}}", &last.to_string())
+    }
+
+    /// The workspace's files at the window's end, as many as the prompt
+    /// lists.
+    fn files(&self) -> Vec<String> {
+        let mut files = self
+            .window
+            .files
+            .as_ref()
+            .map(|f| f.files())
+            .unwrap_or_default();
+        files.truncate(MAX_FILES_LISTED);
+        files
     }
 
     fn pages_of(&self, message: usize) -> usize {
@@ -374,6 +440,7 @@ impl<'a> Reading<'a> {
                 .filter(|(i, _, t)| page(t, self.pages_of(*i)).1 > 0)
                 .map(|m| m.0)
                 .collect(),
+            files: self.files(),
         });
         schema(lo, hi, offer)
     }
@@ -394,6 +461,21 @@ impl<'a> Reading<'a> {
         };
         self.requests
             .push(format!("[calculator] {} = {answer}", expr.trim()));
+    }
+
+    /// Shows the workspace file `path` as it was at the window's end.
+    fn file(&mut self, path: &str) {
+        let (_, hi) = self.own();
+        let shown = match self.window.files.as_ref().map(|f| f.read(path)) {
+            Some(Ok(text)) => match page(&text, 1) {
+                (shown, 0) => shown,
+                (shown, left) => format!("{shown} … [{left} more characters]"),
+            },
+            Some(Err(why)) => format!("cannot be read: {why}"),
+            None => "cannot be read: the channel has no workspace".into(),
+        };
+        self.requests
+            .push(format!("[file {path} at message {hi}]\n{shown}"));
     }
 
     /// Adds messages `first..=last` of the channel (at most [`READ_LIMIT`])
@@ -419,6 +501,7 @@ impl<'a> Reading<'a> {
             Ok(Answer::Read { read }) => return Step::Read(read.first, read.last),
             Ok(Answer::More { more }) => return Step::More(more),
             Ok(Answer::Calculate { calculate }) => return Step::Calculate(calculate),
+            Ok(Answer::File { file }) => return Step::File(file),
             Ok(Answer::Tasks { subtasks }) => subtasks,
         };
         let (lo, hi) = self.own();
@@ -509,13 +592,14 @@ pub fn judge_window(
             let step = reading.step(&raw);
             let may_ask = reading.requests.len() < MAX_REQUESTS;
             match step {
-                Step::Read(..) | Step::More(_) | Step::Calculate(_) if !may_ask => {
+                Step::Read(..) | Step::More(_) | Step::Calculate(_) | Step::File(_) if !may_ask => {
                     why = "asked for more after its last request".into();
                     break;
                 }
                 Step::Read(first, last) => reading.read(first, last),
                 Step::More(i) => reading.more(i),
                 Step::Calculate(expr) => reading.calculate(&expr),
+                Step::File(path) => reading.file(&path),
                 Step::Invalid(e) => {
                     why = e;
                     break;
@@ -783,6 +867,84 @@ mod tests {
             "{prompt}"
         );
         assert!(prompt.contains("Rubric"), "the prompt states how to grade");
+    }
+
+    #[test]
+    fn the_judge_reads_a_workspace_file_as_it_was_at_the_answer() {
+        use reverie_core::TokenSpan;
+        let dir = tempfile::tempdir().unwrap();
+        let home = reverie_core::Home::new(dir.path().join("home"));
+        let store = Arc::new(reverie_store::Store::open(&home).unwrap());
+        let services = Arc::new(reverie_tools::Services::new(&home));
+        let ch = store.ensure_channel("work").unwrap();
+        let tools = reverie_tools::Toolbox::open(store.clone(), ch, services.clone()).unwrap();
+        let say = |role, text: &str| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            store
+                .append_message(ch, role, text, &TokenSpan::default())
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        say(MessageRole::User, "Set the port to 9091 in app.ini");
+        tools
+            .call(
+                "write_file",
+                &serde_json::json!({"path": "app.ini", "content": "port = 9091\n"}),
+            )
+            .unwrap();
+        say(MessageRole::Assistant, "Done: the port is 9091.");
+        say(MessageRole::User, "Now set it back to 80");
+        tools
+            .call(
+                "write_file",
+                &serde_json::json!({"path": "app.ini", "content": "port = 80\n"}),
+            )
+            .unwrap();
+        say(MessageRole::Assistant, "Done.");
+
+        let ws = channel_windows(&store, &services, ch, 0, 2).unwrap();
+        assert_eq!(ws.len(), 2);
+        let mut r = Reading::new(&ws[0], JudgeOptions::default());
+        assert!(
+            r.prompt()
+                .contains("Files in the assistant's workspace at message [1]: app.ini"),
+            "{}",
+            r.prompt()
+        );
+        assert!(r
+            .schema()
+            .to_string()
+            .contains(r#""file":{"enum":["app.ini"]}"#));
+        match r.step(r#"{"file": "app.ini"}"#) {
+            Step::File(p) => r.file(&p),
+            _ => panic!("a request for the file"),
+        }
+        // The first answer is judged on the file as it was then, not now.
+        assert_eq!(r.requests, ["[file app.ini at message 1]\nport = 9091\n"]);
+        assert!(r.prompt().contains("port = 9091"));
+        let mut later = Reading::new(&ws[1], JudgeOptions::default());
+        later.file("app.ini");
+        later.file("missing.txt");
+        assert!(
+            later.requests[0].ends_with("port = 80\n"),
+            "{:?}",
+            later.requests
+        );
+        assert!(
+            later.requests[1].contains("cannot be read"),
+            "{:?}",
+            later.requests
+        );
+        // A channel whose workspace was never made is shown no files.
+        let bare = store.ensure_channel("chat").unwrap();
+        store
+            .append_message(bare, MessageRole::User, "hi", &TokenSpan::default())
+            .unwrap();
+        let ws = channel_windows(&store, &services, bare, 0, 2).unwrap();
+        assert!(ws[0].files.is_none());
+        assert!(!Reading::new(&ws[0], JudgeOptions::default())
+            .prompt()
+            .contains("Files in"));
     }
 
     #[test]

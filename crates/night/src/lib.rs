@@ -58,7 +58,9 @@ pub use error::NightError;
 pub use estimate::{estimate, Estimate};
 pub use event::{NightEvent, Stage};
 pub use feedback::JudgeAgreement;
-pub use judge::{judge_window, windows, JudgeOptions, JudgedTask, Judgement, TaskKind, Window};
+pub use judge::{
+    channel_windows, judge_window, windows, JudgeOptions, JudgedTask, Judgement, TaskKind, Window,
+};
 pub use practice::check_batches;
 pub use report::NightReport;
 pub use run::{run_night, NightOutcome, NightRun};

@@ -29,10 +29,10 @@ pub(crate) enum PathState {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Change {
-    path: String,
-    before: PathState,
-    after: PathState,
+pub(crate) struct Change {
+    pub path: String,
+    pub before: PathState,
+    pub after: PathState,
 }
 
 /// The state of `abs` now; with `keep`, file contents go into the blob

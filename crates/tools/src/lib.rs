@@ -52,6 +52,7 @@ mod media;
 pub mod note_cleaning;
 mod notes;
 mod output;
+pub mod past;
 mod python;
 mod sandbox;
 mod search;
@@ -177,6 +178,16 @@ pub struct Toolbox {
     stop: Arc<AtomicBool>,
 }
 
+/// Where `channel`'s file tools work: the folder set on the channel, else
+/// `<id>` in the default workspaces folder, outside the data folder.
+pub fn workspace_root(channel: &reverie_store::Channel, services: &Services) -> std::path::PathBuf {
+    if channel.workspace.trim().is_empty() {
+        services.default_workspace(channel.id)
+    } else {
+        channel.workspace.clone().into()
+    }
+}
+
 impl Toolbox {
     /// The tools of `channel`, working in its workspace (the one set on the
     /// channel, else `<id>` in the default workspaces folder, outside the
@@ -187,11 +198,7 @@ impl Toolbox {
         services: Arc<Services>,
     ) -> Result<Toolbox, ToolError> {
         let info = store.channel(channel)?;
-        let root = if info.workspace.trim().is_empty() {
-            services.default_workspace(channel)
-        } else {
-            info.workspace.clone().into()
-        };
+        let root = workspace_root(&info, &services);
         let workspace = Workspace::open(&root)?;
         Ok(Toolbox {
             store,

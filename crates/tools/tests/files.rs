@@ -253,3 +253,52 @@ fn undo_and_redo_a_mix_of_edits_across_a_restart() {
     );
     assert_eq!(f.read("c.txt"), "the user's own edit");
 }
+
+#[test]
+fn the_workspace_is_read_as_it_was_at_an_earlier_moment() {
+    use reverie_tools::past::PastWorkspace;
+    let f = Fixture::new();
+    let root = f.tools.workspace().root().to_path_buf();
+    let tick = || {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    // The person's own file, never touched by the tools.
+    std::fs::write(f.path("mine.txt"), "by hand\n").unwrap();
+    f.ok("write_file", json!({"path": "a.txt", "content": "first\n"}));
+    let after_first = tick();
+    f.ok(
+        "write_file",
+        json!({"path": "a.txt", "content": "second\n"}),
+    );
+    f.ok(
+        "write_file",
+        json!({"path": "sub/b.txt", "content": "new\n"}),
+    );
+    let after_all = tick();
+    f.ok("delete_path", json!({"path": "a.txt"}));
+
+    let then = PastWorkspace::at(&f.store, &root, after_first).unwrap();
+    assert_eq!(then.read("a.txt").unwrap(), "first\n");
+    assert!(then
+        .read("sub/b.txt")
+        .unwrap_err()
+        .contains("did not exist"));
+    assert_eq!(then.read("mine.txt").unwrap(), "by hand\n");
+    assert_eq!(then.files(), vec!["a.txt", "mine.txt"]);
+
+    let later = PastWorkspace::at(&f.store, &root, after_all).unwrap();
+    assert_eq!(later.read("a.txt").unwrap(), "second\n");
+    assert_eq!(later.read("./sub/b.txt").unwrap(), "new\n");
+    assert_eq!(later.files(), vec!["a.txt", "mine.txt", "sub/b.txt"]);
+
+    let now = PastWorkspace::at(&f.store, &root, tick()).unwrap();
+    assert!(now.read("a.txt").is_err(), "deleted since");
+    assert_eq!(now.files(), vec!["mine.txt", "sub/b.txt"]);
+    // Reading stays inside the workspace.
+    assert!(now.read("../outside.txt").is_err());
+    assert!(now.read("/etc/passwd").is_err());
+}

@@ -10,7 +10,7 @@ use reverie_core::{ChannelId, MessageId, MessageRole};
 use crate::error::NightError;
 use crate::event::Stage;
 use crate::feedback::{self, JudgeAgreement};
-use crate::judge::{judge_window, windows, JudgeOptions, JudgedTask, TaskKind};
+use crate::judge::{channel_windows, judge_window, JudgeOptions, JudgedTask, TaskKind};
 use crate::run::NightRun;
 use crate::stages::Next;
 
@@ -18,17 +18,19 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     let (store, cfg) = (night.store, night.cfg);
     let (practised, checked) =
         crate::practice::episode_tasks(store, night.report.since_ms, cfg.stopped_pass_reward)?;
+    let services = reverie_tools::Services::new(night.home);
     let mut all = Vec::new();
     for c in &night.report.channels {
         if checked.contains(&c.channel) {
             continue;
         }
-        let msgs: Vec<(MessageRole, String)> = store
-            .messages(ChannelId(c.channel))?
-            .into_iter()
-            .map(|m| (m.role, m.text))
-            .collect();
-        all.extend(windows(ChannelId(c.channel), &msgs, c.from, cfg.window));
+        all.extend(channel_windows(
+            store,
+            &services,
+            ChannelId(c.channel),
+            c.from,
+            cfg.window,
+        )?);
     }
     let mut tasks = Vec::new();
     for (i, w) in all.iter().enumerate() {

@@ -29,10 +29,15 @@ pub fn perplexity(path: &Path, gpu_layers: u32) -> Result<f64, reverie_infer::In
 /// Level of the held-out family's check (the default of `reverie eval`).
 const HELD_OUT_LEVEL: u32 = 3;
 
-/// The families to measure after every night: each one ever practised, at
-/// the level of its latest episode (a fixed set of tasks at the eval seed,
-/// so the old model's results can be reused), then the held-out families,
-/// which no night trains on.
+/// Level a family never practised is checked at (where the default model
+/// passes most tasks, so a night that breaks it shows).
+const UNPRACTISED_LEVEL: u32 = 1;
+
+/// The families to measure after every night, day nights included: each
+/// trainable family at the level of its latest practice episode (level 1
+/// if never practised), on a fixed set of tasks at the eval seed so the old
+/// model's results can be reused, then the held-out families, which no
+/// night trains on.
 pub fn families_to_check(store: &Store) -> Result<Vec<(Family, u32)>, NightError> {
     let mut out: Vec<(Family, u32)> = Vec::new();
     for e in store.episodes_since(0)?.iter().rev() {
@@ -41,6 +46,11 @@ pub fn families_to_check(store: &Store) -> Result<Vec<(Family, u32)>, NightError
         };
         if e.kind == EpisodeKind::Practice && !f.held_out() && !out.iter().any(|(g, _)| *g == f) {
             out.push((f, e.difficulty));
+        }
+    }
+    for f in Family::ALL.into_iter().filter(|f| !f.held_out()) {
+        if !out.iter().any(|(g, _)| *g == f) {
+            out.push((f, UNPRACTISED_LEVEL));
         }
     }
     out.sort_by_key(|(f, _)| f.as_str());
@@ -223,14 +233,20 @@ mod tests {
     use reverie_store::NewEpisode;
 
     #[test]
-    fn practised_families_are_checked_with_the_held_out_one() {
+    fn every_family_is_checked_at_its_practised_level_with_the_held_out_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
         let held_out = (Family::Units, HELD_OUT_LEVEL);
+        let unpractised = vec![
+            (Family::Arithmetic, UNPRACTISED_LEVEL),
+            (Family::Ledger, UNPRACTISED_LEVEL),
+            (Family::Strings, UNPRACTISED_LEVEL),
+            held_out,
+        ];
         assert_eq!(
             families_to_check(&store).unwrap(),
-            vec![held_out],
-            "a night of chat alone is still checked on the held-out family"
+            unpractised,
+            "a night of chat alone is checked on every family"
         );
         let record = |family: &str, eval: bool, difficulty: u32| {
             let ch = store
@@ -259,8 +275,8 @@ mod tests {
         record("units", true, 5);
         assert_eq!(
             families_to_check(&store).unwrap(),
-            vec![held_out],
-            "eval alone trains nothing"
+            unpractised,
+            "eval alone sets no level"
         );
         record("strings", false, 2);
         record("arithmetic", false, 2);
@@ -270,10 +286,11 @@ mod tests {
             got,
             vec![
                 (Family::Arithmetic, 4),
+                (Family::Ledger, UNPRACTISED_LEVEL),
                 (Family::Strings, 2),
                 (Family::Units, HELD_OUT_LEVEL)
             ],
-            "the latest level of each family ever practised, then the held-out one"
+            "the latest level of each family practised, then the held-out one"
         );
     }
 

@@ -21,8 +21,20 @@ pub struct Window {
     pub messages: Vec<Numbered>,
     pub channel_messages: Arc<Vec<Numbered>>,
     /// The channel's workspace as it was at the window's last message,
-    /// which the judge may list and read.
-    pub files: Option<Arc<PastWorkspace>>,
+    /// which the judge may list, read and run Python over.
+    pub files: Option<Arc<WorkspaceThen>>,
+}
+
+/// A workspace as it was, and the services its Python runs with.
+pub struct WorkspaceThen {
+    pub past: PastWorkspace,
+    pub services: Arc<reverie_tools::Services>,
+}
+
+impl std::fmt::Debug for WorkspaceThen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.past.fmt(f)
+    }
 }
 
 /// Requests (more messages, the rest of a long one, a sum) the judge may
@@ -116,6 +128,7 @@ enum Answer {
     More { more: usize },
     Calculate { calculate: String },
     File { file: String },
+    Python { python: String },
 }
 
 #[derive(Deserialize)]
@@ -182,7 +195,7 @@ pub fn windows(
 /// warning).
 pub fn channel_windows(
     store: &reverie_store::Store,
-    services: &reverie_tools::Services,
+    services: &Arc<reverie_tools::Services>,
     channel: ChannelId,
     from: usize,
     size: usize,
@@ -196,7 +209,12 @@ pub fn channel_windows(
         for w in &mut out {
             let at = w.messages.last().map_or(0, |m| times[m.0]);
             match PastWorkspace::at(store, &root, at) {
-                Ok(past) => w.files = Some(Arc::new(past)),
+                Ok(past) => {
+                    w.files = Some(Arc::new(WorkspaceThen {
+                        past,
+                        services: services.clone(),
+                    }))
+                }
                 Err(e) => tracing::warn!(
                     "channel {}: the judge cannot see its workspace: {e}",
                     channel.0
@@ -248,6 +266,10 @@ fn schema(lo: usize, hi: usize, offer: Option<Offer>) -> serde_json::Value {
     }
     if !offer.files.is_empty() {
         any.push(one("file", serde_json::json!({"enum": offer.files})));
+        any.push(one(
+            "python",
+            serde_json::json!({"type": "string", "minLength": 3, "maxLength": 400}),
+        ));
     }
     any.push(one(
         "calculate",
@@ -317,6 +339,7 @@ enum Step {
     More(usize),
     Calculate(String),
     File(String),
+    Python(String),
     /// Sub-tasks, each with its place among the answer's sub-tasks (whose
     /// grades are read from the logits in that order).
     Report(Vec<(usize, JudgedTask)>),
@@ -377,7 +400,7 @@ impl<'a> Reading<'a> {
             String::new()
         } else {
             format!(
-                "\n\nFiles in the assistant's workspace at message [{hi}]: {}. To read one as it was then: {{\"file\": \"PATH\"}}.",
+                "\n\nFiles in the assistant's workspace at message [{hi}]: {}. To read one as it was then: {{\"file\": \"PATH\"}}; to run Python over them (read-only, to count or add up): {{\"python\": \"CODE\"}}.",
                 files.join(", ")
             )
         };
@@ -401,7 +424,7 @@ impl<'a> Reading<'a> {
             .window
             .files
             .as_ref()
-            .map(|f| f.files())
+            .map(|f| f.past.files())
             .unwrap_or_default();
         files.truncate(MAX_FILES_LISTED);
         files
@@ -466,7 +489,7 @@ impl<'a> Reading<'a> {
     /// Shows the workspace file `path` as it was at the window's end.
     fn file(&mut self, path: &str) {
         let (_, hi) = self.own();
-        let shown = match self.window.files.as_ref().map(|f| f.read(path)) {
+        let shown = match self.window.files.as_ref().map(|f| f.past.read(path)) {
             Some(Ok(text)) => match page(&text, 1) {
                 (shown, 0) => shown,
                 (shown, left) => format!("{shown} … [{left} more characters]"),
@@ -476,6 +499,25 @@ impl<'a> Reading<'a> {
         };
         self.requests
             .push(format!("[file {path} at message {hi}]\n{shown}"));
+    }
+
+    /// Runs `code` over the workspace as it was at the window's end and
+    /// shows what it printed.
+    fn python(&mut self, code: &str) {
+        let (_, hi) = self.own();
+        let ran = match &self.window.files {
+            Some(f) => f.past.python(&f.services, code),
+            None => Err("the channel has no workspace".into()),
+        };
+        let shown = match ran {
+            Ok(out) if out.trim().is_empty() => "(no output)".to_string(),
+            Ok(out) => excerpt(out.trim_end()),
+            Err(why) => format!("failed: {}", excerpt(why.trim_end())),
+        };
+        self.requests.push(format!(
+            "[python over the files at message {hi}] {}\n→ {shown}",
+            code.trim()
+        ));
     }
 
     /// Adds messages `first..=last` of the channel (at most [`READ_LIMIT`])
@@ -502,6 +544,7 @@ impl<'a> Reading<'a> {
             Ok(Answer::More { more }) => return Step::More(more),
             Ok(Answer::Calculate { calculate }) => return Step::Calculate(calculate),
             Ok(Answer::File { file }) => return Step::File(file),
+            Ok(Answer::Python { python }) => return Step::Python(python),
             Ok(Answer::Tasks { subtasks }) => subtasks,
         };
         let (lo, hi) = self.own();
@@ -600,6 +643,7 @@ pub fn judge_window(
                 Step::More(i) => reading.more(i),
                 Step::Calculate(expr) => reading.calculate(&expr),
                 Step::File(path) => reading.file(&path),
+                Step::Python(code) => reading.python(&code),
                 Step::Invalid(e) => {
                     why = e;
                     break;

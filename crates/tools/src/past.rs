@@ -10,6 +10,8 @@ use std::path::Path;
 use reverie_store::{BlobHash, Store};
 
 use crate::error::ToolError;
+use crate::sandbox::{Cage, Limits};
+use crate::services::Services;
 use crate::history::{Change, PathState};
 use crate::workspace::Workspace;
 
@@ -132,5 +134,52 @@ impl PastWorkspace {
             )
             .map_err(|e| e.to_string())?;
         Ok(text(&bytes))
+    }
+}
+
+/// Time one judge's script may take.
+const PYTHON_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// Output one judge's script may print.
+const PYTHON_OUTPUT: usize = 4 << 10;
+
+impl PastWorkspace {
+    /// Runs the Python source `code` in a copy of the files as they were,
+    /// read-only, in the sandbox; its output, or why it failed.
+    pub fn python(&self, services: &Services, code: &str) -> Result<String, String> {
+        let copy = tempfile::tempdir().map_err(|e| format!("no room for a copy of the files: {e}"))?;
+        for rel in self.files() {
+            let Ok(text) = self.read(&rel) else { continue };
+            let to = copy.path().join(&rel);
+            if let Some(dir) = to.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("copying {rel}: {e}"))?;
+            }
+            std::fs::write(&to, text).map_err(|e| format!("copying {rel}: {e}"))?;
+        }
+        let (python, prefix) = crate::python::python().map_err(|e| e.to_string())?;
+        let mut cmd = std::process::Command::new(python);
+        cmd.current_dir(copy.path()).arg("-u").arg("-c").arg(code);
+        let cage = Cage {
+            mode: services.sandbox(),
+            writable: Vec::new(),
+            readable: vec![copy.path().to_path_buf(), prefix],
+            limits: Limits {
+                memory_bytes: 1 << 30,
+                cpu_seconds: PYTHON_TIMEOUT.as_secs(),
+                ..Limits::default()
+            },
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let res = services
+            .jobs
+            .run_blocking(cmd, &cage, PYTHON_TIMEOUT, PYTHON_OUTPUT, &stop)
+            .map_err(|e| e.to_string())?;
+        if res.timed_out {
+            return Err(format!("stopped after {} s", PYTHON_TIMEOUT.as_secs()));
+        }
+        match res.status.and_then(|s| s.code()) {
+            Some(0) => Ok(res.output),
+            Some(code) => Err(format!("exit status {code}\n{}", res.output)),
+            None => Err(format!("killed\n{}", res.output)),
+        }
     }
 }

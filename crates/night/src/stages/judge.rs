@@ -18,7 +18,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     let (store, cfg) = (night.store, night.cfg);
     let (practised, checked) =
         crate::practice::episode_tasks(store, night.report.since_ms, cfg.stopped_pass_reward)?;
-    let services = reverie_tools::Services::new(night.home);
+    let services = std::sync::Arc::new(reverie_tools::Services::new(night.home));
     let mut all = Vec::new();
     for c in &night.report.channels {
         if checked.contains(&c.channel) {

@@ -136,7 +136,7 @@ mod tests {
             let right = match &step.hidden {
                 Hidden::Number(_) if step.request.contains("logs/app.log") => {
                     let level = step.request.split("level ").nth(1).unwrap();
-                    let level = level.split('?').next().unwrap();
+                    let level = level.split('.').next().unwrap();
                     let log = std::fs::read_to_string(ws.join("logs/app.log")).unwrap();
                     let n = log
                         .lines()

@@ -206,7 +206,7 @@ fn files_task(rng: &mut StdRng, d: u32) -> (Vec<(String, String)>, Vec<Step>) {
             let (function, file) = all[rng.random_range(0..all.len())].clone();
             let step = Step {
                 request: format!(
-                    "Which file in the src folder of my workspace defines the function `{function}`? Tell me the file name."
+                    "Look through the Python files in the src folder of my workspace: which file defines the function `{function}`? Tell me the file name."
                 ),
                 hidden: Hidden::Mentions(file),
                 later: false,
@@ -239,7 +239,7 @@ fn files_task(rng: &mut StdRng, d: u32) -> (Vec<(String, String)>, Vec<Step>) {
             }
             let step = Step {
                 request: format!(
-                    "How many lines of logs/app.log in my workspace have the level {level}? End your answer with the number."
+                    "Please read logs/app.log in my workspace and count the lines with the level {level}. End your answer with the number."
                 ),
                 hidden: Hidden::Number(count),
                 later: false,
@@ -261,7 +261,7 @@ fn files_task(rng: &mut StdRng, d: u32) -> (Vec<(String, String)>, Vec<Step>) {
                 ));
             }
             let step = Step {
-                request: "What is the total of the amount column in data/sales.csv in my workspace? End your answer with the number.".into(),
+                request: "Please read data/sales.csv in my workspace and add up the amount column. End your answer with the total.".into(),
                 hidden: Hidden::Number(total),
                 later: false,
             };
@@ -348,7 +348,7 @@ fn edit_task(rng: &mut StdRng, d: u32) -> (Vec<(String, String)>, Vec<Step>) {
         let path = "config/app.ini".to_string();
         let step = Step {
             request: format!(
-                "In config/app.ini in my workspace, change {}. Leave the other settings as they are.",
+                "Open config/app.ini in my workspace and change {}. Leave the other settings as they are.",
                 join(&asked)
             ),
             hidden: Hidden::Settings {
@@ -383,7 +383,7 @@ fn edit_task(rng: &mut StdRng, d: u32) -> (Vec<(String, String)>, Vec<Step>) {
         let path = "docs/notes.md".to_string();
         let step = Step {
             request: format!(
-                "In docs/notes.md in my workspace, replace every \"{old}\" with \"{new}\" and change nothing else."
+                "Open docs/notes.md in my workspace and replace every \"{old}\" with \"{new}\"; change nothing else."
             ),
             hidden: Hidden::Text {
                 path: path.clone(),

@@ -197,6 +197,21 @@ fn bad_model_files_get_clear_errors() {
         &["model", "synth", "--arch", "mamba", "--out", "/tmp/x.gguf"],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("qwen2"));
+    // Simulated days: bad choices of families and shares say what to do.
+    for (args, says) in [
+        (&["--families", "poetry"][..], "the families are arithmetic"),
+        (
+            &["--families", "arithmetic,edit", "--held-out", "edit"],
+            "edit is both posed and held out",
+        ),
+        (&["--families", ""], "at least one family"),
+        (&["--feedback", "2"], "shares between 0 and 1"),
+    ] {
+        let out = reverie(home, &[&["bench", "days"][..], args].concat());
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -214,6 +214,68 @@ fn a_regressed_night_keeps_the_old_model_and_says_why() {
     );
 }
 
+/// The verify gate on task checks, end to end: the second night's old
+/// model is the one the first night deployed, so the second night reads
+/// that model's results back from the first night's report instead of
+/// measuring them again. Here they say it passed its arithmetic check; the
+/// new model (a random-weight one) fails it when measured for real, so the
+/// night lost a task of a trained family and must keep the old model.
+#[test]
+fn a_night_that_loses_a_familys_tasks_keeps_the_old_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    day(home);
+    let first = last_json(&reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, 1000.0)],
+    ));
+    assert!(first["deployed"].is_string(), "{first}");
+    let deployed = last_json(&reverie(home, &["model", "list", "--json"]))["active"].clone();
+
+    let store = reverie_store::Store::open(&reverie_core::Home::new(home)).unwrap();
+    let night = store.nights().unwrap().pop().unwrap();
+    let mut report = night.report.clone();
+    let checks = report["verify"]["tasks"].as_array_mut().unwrap();
+    let arithmetic = checks
+        .iter_mut()
+        .find(|c| c["family"] == "arithmetic")
+        .expect("day nights check arithmetic too");
+    for o in arithmetic["after_outcomes"].as_array_mut().unwrap() {
+        o["passed"] = true.into();
+    }
+    store
+        .update_night(night.id, night.status, &night.stage, &report)
+        .unwrap();
+    drop(store);
+
+    day(home);
+    // `day` made the base model active again: go back to the deployed one.
+    assert!(reverie(home, &["model", "use", deployed.as_str().unwrap()])
+        .status
+        .success());
+    let second = last_json(&reverie(
+        home,
+        &["sleep", "--json", "--config", &config(home, 1000.0)],
+    ));
+    assert!(second["deployed"].is_null(), "{second}");
+    let why = second["kept_reason"].as_str().unwrap();
+    assert!(why.contains("arithmetic"), "{why}");
+    let check = second["report"]["verify"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["family"] == "arithmetic")
+        .unwrap()
+        .clone();
+    assert_eq!(check["before_from_night"], first["night"], "{check}");
+    assert_eq!(check["paired"]["lost"], 1, "{check}");
+    assert_eq!(
+        last_json(&reverie(home, &["model", "list", "--json"]))["active"],
+        deployed,
+        "the old model stays"
+    );
+}
+
 #[test]
 fn a_killed_night_resumes_after_its_last_finished_stage() {
     use std::io::{BufRead, BufReader};

@@ -10,9 +10,9 @@ use std::path::Path;
 use reverie_store::{BlobHash, Store};
 
 use crate::error::ToolError;
+use crate::history::{Change, PathState};
 use crate::sandbox::{Cage, Limits};
 use crate::services::Services;
-use crate::history::{Change, PathState};
 use crate::workspace::Workspace;
 
 /// The most of one file kept or read.
@@ -146,7 +146,8 @@ impl PastWorkspace {
     /// Runs the Python source `code` in a copy of the files as they were,
     /// read-only, in the sandbox; its output, or why it failed.
     pub fn python(&self, services: &Services, code: &str) -> Result<String, String> {
-        let copy = tempfile::tempdir().map_err(|e| format!("no room for a copy of the files: {e}"))?;
+        let copy =
+            tempfile::tempdir().map_err(|e| format!("no room for a copy of the files: {e}"))?;
         for rel in self.files() {
             let Ok(text) = self.read(&rel) else { continue };
             let to = copy.path().join(&rel);

@@ -90,6 +90,34 @@ pub enum BenchCommand {
 /// A fresh data folder `bench/KIND-SECONDS` under `home` whose active
 /// model is `base` (the model given, or `home`'s active one), so a
 /// benchmark never touches the person's own days.
+/// One night on the bench's data folder, with the bench's model.
+pub fn sleep(
+    bench: &Home,
+    model: &Path,
+    cfg: &reverie_night::NightConfig,
+) -> anyhow::Result<reverie_night::NightOutcome> {
+    let store = reverie_store::Store::open(bench)?;
+    Ok(reverie_night::run_night(
+        bench,
+        &store,
+        model,
+        cfg,
+        &reverie_night::CancelFlag::default(),
+        &mut |_| {},
+    )?)
+}
+
+/// What a night did with its model, in a few words.
+pub fn deployed_or_kept(out: &reverie_night::NightOutcome) -> String {
+    match &out.deployed {
+        Some(p) => format!("deployed {}", p.display()),
+        None => format!(
+            "kept the model: {}",
+            out.kept_reason.clone().unwrap_or_default()
+        ),
+    }
+}
+
 pub fn fresh_home(home: &Home, kind: &str, base: Option<&Path>) -> anyhow::Result<Home> {
     let base = reverie_models::active::resolve(home, base)?;
     let stamp = std::time::SystemTime::now()

@@ -18,11 +18,11 @@ use std::time::Instant;
 use clap::Args;
 use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
-use reverie_night::{run_night, NightConfig};
+use reverie_night::NightConfig;
 use reverie_practice::days::{
     agreement, day_tasks, rewards_of, simulate_day, task_outcomes, DayFamily, DayOptions, Posed,
 };
-use reverie_practice::{paired, Outcome, Paired, EVAL_SEED};
+use reverie_practice::{eval_params, paired, Outcome, Paired, EVAL_SEED};
 use reverie_store::Store;
 use reverie_tools::Services;
 use serde::Serialize;
@@ -184,15 +184,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             )?
         };
         let day_seconds = started.elapsed().as_secs_f64();
-        let store = Store::open(&bench)?;
-        let out = run_night(
-            &bench,
-            &store,
-            &model,
-            &night_cfg,
-            &CancelFlag::default(),
-            &mut |_| {},
-        )?;
+        let out = crate::bench::sleep(&bench, &model, &night_cfg)?;
         let judged: Vec<(i64, usize, usize, f32)> = out
             .report
             .tasks
@@ -221,13 +213,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             judge.accuracy * 100.0,
             judge.kappa,
             judge.covered,
-            match &out.deployed {
-                Some(p) => format!("deployed {}", p.display()),
-                None => format!(
-                    "kept the model: {}",
-                    out.kept_reason.clone().unwrap_or_default()
-                ),
-            }
+            crate::bench::deployed_or_kept(&out)
         ));
         let train = out.report.train.clone().unwrap_or_default();
         per_night.push(serde_json::json!({
@@ -357,13 +343,7 @@ fn measure(
     let engine = a.engine.load(&scratch, 1)?;
     let opts = DayOptions {
         system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
-        params: SamplingParams {
-            temperature: 0.0,
-            top_k: 1,
-            seed: 1,
-            max_tokens: 512,
-            ..SamplingParams::default()
-        },
+        params: eval_params(),
         max_calls: 8,
         family_tools: a.family_tools,
         follow_up: 0.0,

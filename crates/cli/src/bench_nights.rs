@@ -9,11 +9,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use reverie_core::Home;
-use reverie_night::{run_night, CancelFlag, NightConfig};
+use reverie_night::NightConfig;
 use reverie_practice::{
     paired, Episode, Family, Outcome, Paired, RunConfig, Tally, EVAL_SEED, PRACTICE_TEMPERATURE,
 };
-use reverie_store::Store;
 
 use crate::output;
 use crate::practice_cmd::{episodes, practice_config};
@@ -121,27 +120,13 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
         cfg.samples = a.samples;
         let practised = Tally::of(&episodes(&bench, &model, &cfg)?);
         let practice_s = t.elapsed().as_secs_f64();
-        let store = Store::open(&bench)?;
-        let out = run_night(
-            &bench,
-            &store,
-            &model,
-            &night_cfg,
-            &CancelFlag::default(),
-            &mut |_| {},
-        )?;
+        let out = crate::bench::sleep(&bench, &model, &night_cfg)?;
         say(format!(
             "night {}: practice {:.0}% at level {}, {}",
             i + 1,
             practised.success() * 100.0,
             cfg.difficulty,
-            match &out.deployed {
-                Some(p) => format!("deployed {}", p.display()),
-                None => format!(
-                    "kept the model: {}",
-                    out.kept_reason.clone().unwrap_or_default()
-                ),
-            }
+            crate::bench::deployed_or_kept(&out)
         ));
         let train = out.report.train.clone().unwrap_or_default();
         per_night.push(serde_json::json!({

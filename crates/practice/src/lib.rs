@@ -22,8 +22,8 @@ pub use check::{check, Verdict};
 pub use family::{Family, Task};
 pub use paired::{paired, Outcome, Paired};
 pub use runner::{
-    fresh_seed, next_difficulty, run, run_model, Episode, RunConfig, Tally, TaskWriter, EVAL_SEED,
-    PRACTICE_TASKER_SHARE, PRACTICE_TEMPERATURE,
+    eval_params, fresh_seed, next_difficulty, run, run_model, Episode, RunConfig, Tally,
+    TaskWriter, EVAL_SEED, PRACTICE_TASKER_SHARE, PRACTICE_TEMPERATURE,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -103,6 +103,18 @@ pub const PRACTICE_TASKER_SHARE: f32 = 0.5;
 /// tasks.
 pub const EVAL_SEED: u64 = 1_000_003;
 
+/// How measuring runs sample: greedy, so the same model on the same
+/// tasks gives the same answers; 512 tokens a reply.
+pub fn eval_params() -> SamplingParams {
+    SamplingParams {
+        temperature: 0.0,
+        top_k: 1,
+        seed: 1,
+        max_tokens: 512,
+        ..SamplingParams::default()
+    }
+}
+
 impl RunConfig {
     /// A measuring batch: greedy and one attempt per task, so the same model
     /// on the same tasks gives the same score.
@@ -114,13 +126,7 @@ impl RunConfig {
             seed,
             difficulty,
             eval: true,
-            params: SamplingParams {
-                temperature: 0.0,
-                top_k: 1,
-                seed: 1,
-                max_tokens: 512,
-                ..SamplingParams::default()
-            },
+            params: eval_params(),
             max_tool_calls: 8,
             tasker_share: 0.0,
             reply_constraint: None,

@@ -40,6 +40,8 @@ pub enum BenchCommand {
     Judge(crate::bench_judge::JudgeArgs),
     /// Do nights on ordinary days help: eval, simulated days + sleep, eval.
     Days(crate::bench_days::DaysArgs),
+    /// Tool calling on BFCL, against llama-cpp-python's server.
+    Tools(crate::bench_tools::ToolsArgs),
     /// Value-model baselines against what happened: grade written vs mean grade.
     Value(crate::bench_value::ValueArgs),
     /// LoRA step tokens/s and peak memory: ours vs PyTorch + PEFT.
@@ -141,6 +143,7 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Value(a) => crate::bench_value::value(home, a),
         BenchCommand::Judge(a) => crate::bench_judge::judge(home, a),
         BenchCommand::Days(a) => crate::bench_days::days(home, a),
+        BenchCommand::Tools(a) => crate::bench_tools::tools(home, a),
         BenchCommand::Decode {
             engine,
             prompt_tokens,

@@ -10,6 +10,7 @@ mod bench;
 mod bench_days;
 mod bench_judge;
 mod bench_nights;
+mod bench_tools;
 mod bench_train;
 mod bench_value;
 mod channel_cmd;

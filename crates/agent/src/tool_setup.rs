@@ -55,8 +55,15 @@ impl Default for ToolOffer {
 impl ToolOffer {
     /// Which of `all` (tool definitions) a conversation that opens with
     /// `question` is told about: the core ones in the core's order, then
-    /// the chosen ones in `all`'s.
-    pub fn select(&self, all: Vec<serde_json::Value>, question: &str) -> Vec<serde_json::Value> {
+    /// the chosen ones in `all`'s. `similarity` scores the question against
+    /// each other tool's name and description (sentence embeddings); where
+    /// it gives nothing, shared content words decide.
+    pub fn select(
+        &self,
+        all: Vec<serde_json::Value>,
+        question: &str,
+        similarity: &dyn Fn(&str, &[String]) -> Option<Vec<f32>>,
+    ) -> Vec<serde_json::Value> {
         let ToolOffer::Selected { core, relevant } = self else {
             return all;
         };
@@ -66,7 +73,7 @@ impl ToolOffer {
                 .unwrap_or_default()
                 .to_string()
         };
-        let mut others: Vec<(usize, String)> = all
+        let others: Vec<(String, String)> = all
             .iter()
             .filter(|d| !core.contains(&name(d)))
             .map(|d| {
@@ -75,13 +82,26 @@ impl ToolOffer {
                     name(d).replace('_', " "),
                     d["function"]["description"].as_str().unwrap_or_default()
                 );
-                (shared_words(question, &about), name(d))
+                (name(d), about)
             })
-            .filter(|(shared, _)| *shared > 0)
             .collect();
+        let abouts: Vec<String> = others.iter().map(|o| o.1.clone()).collect();
+        let mut scored: Vec<(f32, String)> = match similarity(question, &abouts) {
+            Some(scores) if scores.len() == others.len() => others
+                .iter()
+                .zip(scores)
+                .filter(|(_, s)| *s >= MIN_SIMILARITY)
+                .map(|((n, _), s)| (s, n.clone()))
+                .collect(),
+            _ => others
+                .iter()
+                .map(|(n, about)| (shared_words(question, about) as f32, n.clone()))
+                .filter(|(shared, _)| *shared > 0.0)
+                .collect(),
+        };
         // Most related first; ties keep the toolbox's order.
-        others.sort_by_key(|o| std::cmp::Reverse(o.0));
-        let chosen: Vec<String> = others.into_iter().take(*relevant).map(|(_, n)| n).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let chosen: Vec<String> = scored.into_iter().take(*relevant).map(|(_, n)| n).collect();
         // The core in its own order (what a small model reaches for first
         // comes first), then the chosen ones.
         let mut offered: Vec<serde_json::Value> = core
@@ -91,6 +111,16 @@ impl ToolOffer {
         offered.extend(all.into_iter().filter(|d| chosen.contains(&name(d))));
         offered
     }
+}
+
+/// The least cosine similarity between a question and a tool's name and
+/// description for the tool to be offered (all-MiniLM-L6-v2: unrelated
+/// sentences score about 0.1, related ones 0.3 and up).
+const MIN_SIMILARITY: f32 = 0.25;
+
+/// No similarity: the offer falls back on shared words.
+pub fn no_similarity(_: &str, _: &[String]) -> Option<Vec<f32>> {
+    None
 }
 
 /// Words too common to say what a message is about.
@@ -165,7 +195,25 @@ impl ToolSetup {
     /// Definitions of the tools a conversation that opens with `question`
     /// is told about, in the toolbox's order.
     pub fn select(&self, question: &str) -> Vec<serde_json::Value> {
-        self.offer.select(self.definitions(), question)
+        let toolbox = &self.toolbox;
+        let similarity = |question: &str, abouts: &[String]| -> Option<Vec<f32>> {
+            let mut texts = vec![question.to_string()];
+            texts.extend_from_slice(abouts);
+            match toolbox.embeddings(&texts) {
+                Ok(Some(v)) => Some(
+                    v[1..]
+                        .iter()
+                        .map(|t| reverie_embed::cosine(&v[0], t))
+                        .collect(),
+                ),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!("choosing tools by shared words: {e}");
+                    None
+                }
+            }
+        };
+        self.offer.select(self.definitions(), question, &similarity)
     }
 
     /// Definitions of the tools this channel offers.
@@ -190,7 +238,11 @@ mod tests {
     #[test]
     fn a_conversation_is_told_of_the_core_tools_and_those_its_question_is_about() {
         let all = reverie_tools::definitions();
-        let offered = ToolOffer::default().select(all.clone(), "Read my notes about the garden");
+        let offered = ToolOffer::default().select(
+            all.clone(),
+            "Read my notes about the garden",
+            &no_similarity,
+        );
         let got = names(&offered);
         for core in CORE_TOOLS {
             assert!(got.contains(core), "{core} missing from {got:?}");
@@ -202,8 +254,46 @@ mod tests {
         );
         assert!(got.len() < all.len());
         // Nothing related: the core set alone.
-        let plain = ToolOffer::default().select(all.clone(), "What is 17 multiplied by 3?");
+        let plain =
+            ToolOffer::default().select(all.clone(), "What is 17 multiplied by 3?", &no_similarity);
         assert_eq!(names(&plain).len(), CORE_TOOLS.len(), "{:?}", names(&plain));
-        assert_eq!(ToolOffer::All.select(all.clone(), "x").len(), all.len());
+        assert_eq!(
+            ToolOffer::All
+                .select(all.clone(), "x", &no_similarity)
+                .len(),
+            all.len()
+        );
+    }
+
+    #[test]
+    fn sentence_similarity_picks_the_tools_where_it_is_given() {
+        let all = reverie_tools::definitions();
+        let others: Vec<String> = all
+            .iter()
+            .map(|d| d["function"]["name"].as_str().unwrap().to_string())
+            .filter(|n| !CORE_TOOLS.contains(&n.as_str()))
+            .collect();
+        // Scores that favour `git` and `health` (no word of the question is
+        // in their descriptions) and leave the rest below the threshold.
+        let scores = |_: &str, abouts: &[String]| -> Option<Vec<f32>> {
+            assert_eq!(abouts.len(), others.len());
+            Some(
+                abouts
+                    .iter()
+                    .map(|a| match a.split(' ').next() {
+                        Some("git") => 0.6,
+                        Some("health") => 0.4,
+                        _ => 0.1,
+                    })
+                    .collect(),
+            )
+        };
+        let got = ToolOffer::default().select(all.clone(), "Keep a snapshot of my work", &scores);
+        let got = names(&got);
+        assert_eq!(&got[CORE_TOOLS.len()..], ["git", "health"], "{got:?}");
+        // A scorer that cannot answer leaves the choice to shared words.
+        let wrong = |_: &str, _: &[String]| Some(vec![1.0]);
+        let words = ToolOffer::default().select(all, "Read my notes about the garden", &wrong);
+        assert!(names(&words).contains(&"notes"));
     }
 }

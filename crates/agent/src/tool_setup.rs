@@ -118,11 +118,6 @@ impl ToolOffer {
 /// sentences score about 0.1, related ones 0.3 and up).
 const MIN_SIMILARITY: f32 = 0.25;
 
-/// No similarity: the offer falls back on shared words.
-pub fn no_similarity(_: &str, _: &[String]) -> Option<Vec<f32>> {
-    None
-}
-
 /// Words too common to say what a message is about.
 const STOP_WORDS: &[&str] = &[
     "the", "and", "for", "with", "that", "this", "what", "about", "from", "your", "you", "are",
@@ -228,6 +223,11 @@ impl ToolSetup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No similarity: the offer falls back on shared words.
+    fn no_similarity(_: &str, _: &[String]) -> Option<Vec<f32>> {
+        None
+    }
 
     fn names(defs: &[serde_json::Value]) -> Vec<&str> {
         defs.iter()

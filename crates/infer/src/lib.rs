@@ -57,7 +57,7 @@ pub use prompt::{ChatMessage, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
 pub use tool_calls::{call_constraint, ToolCalling};
-pub use tools::python_json;
+pub use tools::{python_json, system_with_tools};
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.
 pub fn json_schema_to_gbnf(schema: &serde_json::Value) -> Result<String, InferError> {

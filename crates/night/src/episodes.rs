@@ -189,6 +189,30 @@ pub fn token_advantages(
 }
 
 /// `YYYY-MM-DD` of a day number (days since 1970-01-01).
+/// The tools the agent was offered for the message `upto`: the ones
+/// listed in the channel's last system prompt at or before it (the
+/// definitions are rendered there one JSON object a line).
+pub fn offered_tools(messages: &[Message], upto: reverie_core::MessageId) -> Vec<String> {
+    let Some(system) = messages
+        .iter()
+        .filter(|m| m.id <= upto && m.role == reverie_core::MessageRole::System)
+        .next_back()
+    else {
+        return Vec::new();
+    };
+    system
+        .text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+        .filter_map(|v| {
+            v["function"]["name"]
+                .as_str()
+                .or(v["name"].as_str())
+                .map(String::from)
+        })
+        .collect()
+}
+
 pub fn civil(days: i64) -> String {
     // Howard Hinnant's days-to-civil.
     let z = days + 719_468;
@@ -302,5 +326,43 @@ mod tests {
         };
         let advs = token_advantages(&store, ch, &[untrained], &cfg).unwrap();
         assert!(advs.values().flatten().all(Option::is_none));
+    }
+
+    #[test]
+    fn the_offered_tools_are_read_from_the_system_prompt_in_force() {
+        use reverie_core::{ChannelId, MessageId, MessageRole, TokenSpan};
+        let defs = |names: &[&str]| -> Vec<serde_json::Value> {
+            names
+                .iter()
+                .map(|n| serde_json::json!({"type": "function", "function": {"name": n, "parameters": {}}}))
+                .collect()
+        };
+        let msg = |id: i64, role, text: String| Message {
+            id: MessageId(id),
+            channel: ChannelId(1),
+            role,
+            text,
+            created_ms: 0,
+            tokens: TokenSpan::default(),
+        };
+        let first = reverie_infer::system_with_tools(
+            None,
+            "Be brief.",
+            &defs(&["calculator", "read_file"]),
+        );
+        let later =
+            reverie_infer::system_with_tools(Some("<tools>"), "Be brief.", &defs(&["notes"]));
+        let messages = vec![
+            msg(1, MessageRole::System, first),
+            msg(2, MessageRole::User, "17 * 3?".into()),
+            msg(3, MessageRole::System, later),
+            msg(4, MessageRole::User, "note it".into()),
+        ];
+        assert_eq!(
+            offered_tools(&messages, MessageId(2)),
+            ["calculator", "read_file"]
+        );
+        assert_eq!(offered_tools(&messages, MessageId(4)), ["notes"]);
+        assert!(offered_tools(&messages[1..2], MessageId(2)).is_empty());
     }
 }

@@ -182,6 +182,11 @@ export function Reviewer() {
                 <button className={mode === "tokens" ? "active" : ""} onClick={() => setMode("tokens")}>Tokens</button>
               </div>
             </header>
+            {view && view.offered_tools.length > 0 && (
+              <p className="muted offered-tools" data-testid="offered-tools">
+                Tools offered: {view.offered_tools.join(", ")}
+              </p>
+            )}
             {!view && <p className="muted">loading…</p>}
             {view && mode === "tokens" && <TokenView messages={view.messages} tokenText={view.token_text} />}
             {view && mode === "conversation" && (

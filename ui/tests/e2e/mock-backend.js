@@ -281,6 +281,7 @@
     episode: ({ channel }) => ({
       channel,
       token_text: true,
+      offered_tools: ["calculator", "list_dir", "read_file", "notes"],
       subtasks: [
         { night: 2, description: "Read todo.txt and summarise it", first_message: 2, last_message: 5, turns: 1, reward: 0.9, predicted_reward: 0.7, predicted_turns: 2, advantage: 0.2, understanding: 1.0, reason: "correct summary, one tool call", judged_reward: 0.4, feedback: true, evidence: ["the judge read messages 1–2"] },
       ],

@@ -11,8 +11,13 @@ pub enum ToolError {
     BadArguments { tool: &'static str, detail: String },
     #[error("`{path}` is outside the workspace: {why}")]
     OutsideWorkspace { path: String, why: &'static str },
-    #[error("no file or folder at `{path}` (yet: write_file creates a file); paths are relative to the workspace root (\".\" is the root itself); list_dir or glob show what exists")]
-    NotFound { path: String },
+    #[error("no file or folder at `{path}`{near} (yet: write_file creates a file); paths are relative to the workspace root (\".\" is the root itself); list_dir or glob show what exists")]
+    NotFound {
+        path: String,
+        /// "; did you mean `a/b.txt`?" where files of that name exist
+        /// elsewhere in the workspace, else empty.
+        near: String,
+    },
     #[error("{0}")]
     Refused(String),
     #[error("{what} failed: {detail}")]
@@ -33,6 +38,7 @@ impl ToolError {
         match err.kind() {
             NotFound => ToolError::NotFound {
                 path: path.to_string(),
+                near: String::new(),
             },
             PermissionDenied => {
                 ToolError::refused(format!("permission denied on `{path}`; it cannot be changed"))

@@ -383,7 +383,10 @@ fn tree(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let abs = tb.workspace().resolve(&a.path)?;
     let shown = tb.workspace().display(&abs);
     if !abs.is_dir() {
-        return Err(ToolError::NotFound { path: shown });
+        return Err(ToolError::NotFound {
+            path: shown,
+            near: String::new(),
+        });
     }
     let walk = ignore::WalkBuilder::new(&abs)
         .max_depth(Some(a.depth.clamp(1, 10)))

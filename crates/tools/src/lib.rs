@@ -336,7 +336,20 @@ impl Toolbox {
                 }
             }
         };
-        let mut out = result?;
+        let mut out = match result {
+            Err(ToolError::NotFound { path, near }) if near.is_empty() => {
+                let near = self.workspace.same_names(&path);
+                return Err(ToolError::NotFound {
+                    path,
+                    near: if near.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; did you mean `{}`?", near.join("` or `"))
+                    },
+                });
+            }
+            r => r?,
+        };
         out.text = output::cap(&out.text, MAX_TOOL_OUTPUT);
         Ok(out)
     }

@@ -63,6 +63,7 @@ pub(crate) fn command(
             if !abs.is_file() {
                 return Err(ToolError::NotFound {
                     path: path.to_string(),
+                    near: String::new(),
                 });
             }
             cmd.arg(&abs);

@@ -49,6 +49,7 @@ fn walker(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, ignore::Walk),
     if !abs.exists() {
         return Err(ToolError::NotFound {
             path: rel.to_string(),
+            near: String::new(),
         });
     }
     let walk = ignore::WalkBuilder::new(&abs)

@@ -111,6 +111,33 @@ impl Workspace {
         Ok(abs)
     }
 
+    /// Up to three files elsewhere in the workspace named like the last
+    /// part of `rel` (a model that dropped a folder from a path), relative
+    /// to the root; the walk honours ignore files and stops after 5,000
+    /// entries.
+    pub fn same_names(&self, rel: &str) -> Vec<String> {
+        let Some(name) = Path::new(rel.trim()).file_name() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(&self.root)
+            .max_depth(Some(8))
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .build();
+        for entry in walk.take(5_000).flatten() {
+            if entry.file_name() == name && entry.depth() > 0 {
+                let shown = self.display(entry.path());
+                if shown != rel.trim() {
+                    out.push(shown);
+                }
+                if out.len() == 3 {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     /// `abs` relative to the root, for messages.
     pub fn display(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {

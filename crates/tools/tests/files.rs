@@ -302,3 +302,24 @@ fn the_workspace_is_read_as_it_was_at_an_earlier_moment() {
     assert!(now.read("../outside.txt").is_err());
     assert!(now.read("/etc/passwd").is_err());
 }
+
+#[test]
+fn a_path_missing_its_folder_is_answered_with_where_the_file_is() {
+    let f = Fixture::new();
+    f.ok(
+        "write_file",
+        json!({"path": "data/sales.csv", "content": "amount\n3\n"}),
+    );
+    f.ok(
+        "write_file",
+        json!({"path": "old/sales.csv", "content": "amount\n"}),
+    );
+    let err = f.err("read_file", json!({"path": "sales.csv"}));
+    assert_has(
+        &err,
+        "no file or folder at `sales.csv`; did you mean `data/sales.csv` or `old/sales.csv`?",
+    );
+    // Nothing of that name anywhere: the plain advice.
+    let err = f.err("read_file", json!({"path": "nope.csv"}));
+    assert_has(&err, "no file or folder at `nope.csv` (yet: write_file");
+}

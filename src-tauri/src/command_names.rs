@@ -35,4 +35,7 @@ pub const COMMANDS: &[&str] = &[
     "cancel_sleep",
     "list_checkpoints",
     "rollback_checkpoint",
+    "clean_notes",
+    "note_changes",
+    "undo_note_change",
 ];

@@ -10,6 +10,7 @@
 
 mod chat;
 mod failure;
+mod notes;
 mod review;
 mod settings;
 mod setup;
@@ -123,6 +124,9 @@ fn main() -> ExitCode {
             sleep::cancel_sleep,
             sleep::list_checkpoints,
             sleep::rollback_checkpoint,
+            notes::clean_notes,
+            notes::note_changes,
+            notes::undo_note_change,
         ])
         .build(tauri::generate_context!());
     let built = match built {

@@ -2,7 +2,7 @@ import { useEffect, useState } from "react";
 import { bytes } from "./format";
 import { api, errorText } from "./ipc";
 import { useSettings } from "./useSettings";
-import type { ApiView, HealthView, ModelChoice, Settings } from "./types";
+import type { ApiView, HealthView, ModelChoice, NoteChangeView, Settings } from "./types";
 
 export function SettingsView({ channel, onChanged }: { channel: string; onChanged: () => void }) {
   const [models, setModels] = useState<ModelChoice[]>([]);
@@ -107,8 +107,67 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
           </select>
         </>
       )}
+      <NotesCleaning />
       <h3>Health</h3>
       <pre className="health" data-testid="health">{health?.report ?? "…"}</pre>
     </div>
+  );
+}
+
+/** The notes' routine cleaning on demand, what it and the nights changed,
+ * and an undo for each change. */
+function NotesCleaning() {
+  const [changes, setChanges] = useState<NoteChangeView[] | null>(null);
+  const [said, setSaid] = useState("");
+  useEffect(() => {
+    api.noteChanges().then(setChanges).catch((e) => setSaid(errorText(e)));
+  }, []);
+  const clean = async () => {
+    try {
+      const before = changes?.length ?? 0;
+      const now = await api.cleanNotes();
+      setChanges(now);
+      const made = now.length - before;
+      setSaid(made > 0 ? `Cleaned: ${made} change${made === 1 ? "" : "s"}.` : "Nothing to clean.");
+    } catch (e) {
+      setSaid(errorText(e));
+    }
+  };
+  const undo = async (id: number) => {
+    try {
+      await api.undoNoteChange(id);
+      setChanges(await api.noteChanges());
+      setSaid("Undone.");
+    } catch (e) {
+      setSaid(errorText(e));
+    }
+  };
+  return (
+    <>
+      <h3>Notes</h3>
+      <p className="muted">
+        Each night merges duplicate notes and hides finished to-dos and notes untouched for half a year. Every change can be
+        undone.
+      </p>
+      <button onClick={() => void clean()}>Clean notes now</button>
+      {said && <span className="muted" data-testid="notes-said"> {said}</span>}
+      {changes && changes.length > 0 && (
+        <ul className="note-changes" data-testid="note-changes">
+          {changes.slice(0, 20).map((c) => (
+            <li key={c.id}>
+              <span className={c.undone ? "muted" : ""}>
+                {new Date(c.at_ms).toLocaleDateString()} · {c.what}
+                {c.undone && " (undone)"}
+              </span>{" "}
+              {!c.undone && (
+                <button className="small" aria-label={`Undo: ${c.what}`} onClick={() => void undo(c.id)}>
+                  Undo
+                </button>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+    </>
   );
 }

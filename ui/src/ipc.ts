@@ -17,6 +17,7 @@ import type {
   ModelChoice,
   ModelView,
   NightView,
+  NoteChangeView,
   SavedAttachment,
   Settings,
   SleepEstimate,
@@ -83,6 +84,9 @@ export const api = {
   cancelSleep: () => invoke<void>("cancel_sleep"),
   listCheckpoints: () => invoke<CheckpointView[]>("list_checkpoints"),
   rollbackCheckpoint: (id: number) => invoke<string>("rollback_checkpoint", { id }),
+  cleanNotes: () => invoke<NoteChangeView[]>("clean_notes"),
+  noteChanges: () => invoke<NoteChangeView[]>("note_changes"),
+  undoNoteChange: (id: number) => invoke<NoteChangeView>("undo_note_change", { id }),
 };
 
 export type Api = typeof api;

@@ -240,6 +240,14 @@ export interface SleepEstimate {
   running: boolean;
 }
 
+/** One change the notes' routine cleaning made (by a night or on demand). */
+export interface NoteChangeView {
+  id: number;
+  at_ms: number;
+  what: string;
+  undone: boolean;
+}
+
 export interface CheckpointView {
   id: number;
   path: string;

@@ -285,6 +285,21 @@ test("settings: dark theme, sampling, model choice, health", async ({ page }) =>
   await page.screenshot({ path: path.join(shots, "chat-dark.png") });
 });
 
+test("settings: the notes are cleaned on demand and each change can be undone", async ({ page }) => {
+  await open(page);
+  await page.getByRole("button", { name: "Settings" }).click();
+  const changes = page.getByTestId("note-changes");
+  await expect(changes).toContainText('hid the finished to-do "buy milk"');
+  await page.getByRole("button", { name: "Clean notes now" }).click();
+  await expect(page.getByTestId("notes-said")).toHaveText("Cleaned: 1 change.");
+  await expect(changes.locator("li").first()).toContainText("merged 2 notes about the garden into one");
+  await page.getByRole("button", { name: "Undo: merged 2 notes about the garden into one" }).click();
+  await expect(changes.locator("li").first()).toContainText("(undone)");
+  await expect(page.getByRole("button", { name: "Undo: merged 2 notes about the garden into one" })).toHaveCount(0);
+  await page.getByRole("button", { name: "Clean notes now" }).click();
+  await expect(page.getByTestId("notes-said")).toHaveText("Nothing to clean.");
+});
+
 test("replies render Markdown, tables, highlighted code with copy, maths; raw HTML stays text; links ask first", async ({ page, context }) => {
   await context.grantPermissions(["clipboard-read", "clipboard-write"]);
   await open(page);

@@ -37,6 +37,7 @@
       ledger: [],
     },
     marks: [],
+    noteChanges: [{ id: 1, at_ms: now - 86400000, what: "hid the finished to-do \"buy milk\"", undone: false }],
     nights: [
       {
         id: 1, started_ms: now - 2 * 86400000, finished_ms: now - 2 * 86400000 + 60000, status: "done", stage: "deploy",
@@ -272,6 +273,20 @@
       const list = state.messages[name];
       list.splice(list.findIndex((m) => m.id === message));
       void reply(name, text, onEvent);
+    },
+    note_changes: () => [...state.noteChanges].reverse(),
+    clean_notes: () => {
+      if (!state.noteCleaned) {
+        state.noteCleaned = true;
+        state.noteChanges.push({ id: state.noteChanges.length + 1, at_ms: now, what: "merged 2 notes about the garden into one", undone: false });
+      }
+      return [...state.noteChanges].reverse();
+    },
+    undo_note_change: ({ id }) => {
+      const c = state.noteChanges.find((x) => x.id === id);
+      if (!c || c.undone) throw `no cleaning change ${id} to undo`;
+      c.undone = true;
+      return c;
     },
     save_attachment: ({ fileName, dataBase64 }) => ({ path: `attachments/${fileName}`, bytes: Math.floor((dataBase64.length * 3) / 4) }),
     list_episodes: () => [

@@ -201,8 +201,8 @@ fn bad_model_files_get_clear_errors() {
     for (args, says) in [
         (&["--families", "poetry"][..], "the families are arithmetic"),
         (
-            &["--families", "arithmetic,edit", "--held-out", "edit"],
-            "edit is both posed and held out",
+            &["--families", "arithmetic,notes"],
+            "notes is both posed and held out",
         ),
         (&["--families", ""], "at least one family"),
         (&["--feedback", "2"], "shares between 0 and 1"),

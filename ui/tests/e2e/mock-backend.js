@@ -111,6 +111,26 @@
       await sleep(300);
       emit({ type: "tool_call_finished", channel: ch.id, call_id: "t1", ok: true, result: "1: # Notes\n2: ship the reviewer" });
     }
+    // "stream N tokens at R per second": a long Markdown reply (prose,
+    // lists, code, a table, maths) at a steady rate, for the frame-time
+    // benchmark.
+    const long = /stream (\d+) tokens at (\d+)/.exec(text);
+    if (long) {
+      const [n, rate] = [Number(long[1]), Number(long[2])];
+      const pieces = `${MARKDOWN_REPLY}\n\n`.split(/(?<=[ \n])/);
+      let reply = "";
+      const started = performance.now();
+      for (let i = 0; i < n; i++) {
+        const piece = pieces[i % pieces.length];
+        reply += piece;
+        emit({ type: "token", channel: ch.id, id: i, piece, logprob: -0.1 });
+        const due = started + ((i + 1) * 1000) / rate;
+        await sleep(Math.max(0, due - performance.now()));
+      }
+      list.push({ id: ++messageId, role: "assistant", text: reply, created_ms: Date.now(), tool_calls: [], stray_end: false, feedback: null });
+      emit({ type: "turn_end", channel: ch.id, message: messageId, reason: "end_of_turn" });
+      return;
+    }
     const answer = /markdown/i.test(text)
       ? MARKDOWN_REPLY
       : /slow/i.test(text)

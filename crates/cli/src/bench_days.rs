@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Args;
 use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
@@ -25,7 +26,7 @@ use reverie_practice::days::{
 use reverie_practice::{eval_params, paired, Outcome, Paired, EVAL_SEED};
 use reverie_store::Store;
 use reverie_tools::Services;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench_nights::share_embedder;
 use crate::chat::EngineArgs;
@@ -75,12 +76,18 @@ pub struct DaysArgs {
     family_tools: bool,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
+    /// Take the measurement before the nights from an earlier run's
+    /// results file (the same families, level and tasks per family)
+    /// instead of measuring again; with `--nights 0 --model CHECKPOINT`
+    /// this compares a checkpoint with that earlier measurement.
+    #[arg(long)]
+    before: Option<std::path::PathBuf>,
     #[arg(long)]
     json: bool,
 }
 
 /// Success of one family in one measurement.
-#[derive(Serialize, Clone)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct FamilyScore {
     family: DayFamily,
     held_out: bool,
@@ -89,10 +96,14 @@ struct FamilyScore {
 }
 
 /// One measurement: every family's outcomes, task by task.
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct Measured {
     scores: Vec<FamilyScore>,
     outcomes: Vec<(DayFamily, Outcome)>,
     seconds: f64,
+    /// What was measured: the level and the tasks per family.
+    level: u32,
+    eval: usize,
 }
 
 pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
@@ -119,15 +130,30 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         (0.0..=1.0).contains(&a.feedback) && (0.0..=1.0).contains(&a.follow_up),
         "--feedback and --follow-up are shares between 0 and 1"
     );
+    let every: Vec<DayFamily> = trained.iter().chain(&held_out).copied().collect();
+    let given_before = a
+        .before
+        .as_ref()
+        .map(|file| earlier(file, a.level, a.eval, &every))
+        .transpose()?;
     let bench = crate::bench::fresh_home(home, "days", a.engine.model.as_deref())?;
     share_embedder(home, &bench)?;
     let base = reverie_models::active::resolve(&bench, None)?;
     let say = |s: String| eprintln!("{s}");
-    let every: Vec<DayFamily> = trained.iter().chain(&held_out).copied().collect();
 
-    say(format!("measuring {} on fresh tasks", base.display()));
-    let before = measure(home, &a, &base, &every, &held_out, "before")?;
+    // What is measured so far, kept beside the bench's data folder (never
+    // in it: nothing a night reads holds a verdict), so a run stopped
+    // midway keeps its figures.
+    let results = bench.root().with_extension("results.json");
+    let before = match given_before {
+        Some(m) => m,
+        None => {
+            say(format!("measuring {} on fresh tasks", base.display()));
+            measure(home, &a, &base, &every, &held_out, "before")?
+        }
+    };
     say(format!("before: {}", describe_scores(&before.scores)));
+    save(&results, &serde_json::json!({"before_measured": before}))?;
 
     let mut per_night = Vec::new();
     let night_cfg = NightConfig {
@@ -243,6 +269,10 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             "day_seconds": day_seconds,
             "seconds": started.elapsed().as_secs_f64(),
         }));
+        save(
+            &results,
+            &serde_json::json!({"before_measured": before, "nights": per_night}),
+        )?;
     }
 
     let after_model = reverie_models::active::resolve(&bench, None)?;
@@ -287,7 +317,11 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         "heldout_paired": heldout_paired,
         "measure_seconds": [Some(before.seconds), after.as_ref().map(|m| m.seconds)],
         "data_folder": bench.root(),
+        "before_measured": before,
+        "after_measured": after,
+        "results_file": results,
     });
+    save(&results, &report)?;
     if a.json {
         output::json(&report)?;
     } else {
@@ -391,7 +425,96 @@ fn measure(
         scores,
         outcomes,
         seconds: started.elapsed().as_secs_f64(),
+        level: a.level,
+        eval: a.eval,
     })
+}
+
+/// Writes `value` to `path` whole or not at all.
+fn save(path: &Path, value: &serde_json::Value) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(value)?)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The measurement of an earlier run's results file, if it measured the
+/// same tasks.
+fn earlier(
+    file: &Path,
+    level: u32,
+    eval: usize,
+    families: &[DayFamily],
+) -> anyhow::Result<Measured> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a results file of bench days", file.display()))?;
+    let m: Measured = serde_json::from_value(v["before_measured"].clone()).with_context(|| {
+        format!(
+            "{} holds no measurement (`before_measured`); give the results file of a bench days run",
+            file.display()
+        )
+    })?;
+    let measured: Vec<DayFamily> = m.scores.iter().map(|s| s.family).collect();
+    let names = |f: &[DayFamily]| f.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(",");
+    anyhow::ensure!(
+        m.level == level && m.eval == eval && measured == families,
+        "{} measured level {}, {} tasks each of {}; this run asks for level {}, {} tasks each of {}: pass the same --level, --eval, --families and --held-out",
+        file.display(),
+        m.level,
+        m.eval,
+        names(&measured),
+        level,
+        eval,
+        names(families)
+    );
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_measurement_is_reused_only_for_the_same_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("days.results.json");
+        let m = Measured {
+            scores: vec![FamilyScore {
+                family: DayFamily::Arithmetic,
+                held_out: false,
+                tasks: 1,
+                passed: 1,
+            }],
+            outcomes: vec![(
+                DayFamily::Arithmetic,
+                Outcome {
+                    prompt: "arithmetic-0".into(),
+                    passed: true,
+                },
+            )],
+            seconds: 1.0,
+            level: 2,
+            eval: 1,
+        };
+        save(&file, &serde_json::json!({ "before_measured": m })).unwrap();
+        let back = earlier(&file, 2, 1, &[DayFamily::Arithmetic]).unwrap();
+        assert_eq!(back.outcomes[0].1, m.outcomes[0].1);
+        let err = earlier(&file, 3, 1, &[DayFamily::Arithmetic]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("pass the same --level"),
+            "{err:#}"
+        );
+        let err = earlier(&file, 2, 1, &[DayFamily::Files]).unwrap_err();
+        assert!(format!("{err:#}").contains("files"), "{err:#}");
+        save(&file, &serde_json::json!({"nights": []})).unwrap();
+        let err = earlier(&file, 2, 1, &[DayFamily::Arithmetic]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("holds no measurement"),
+            "{err:#}"
+        );
+    }
 }
 
 fn describe_scores(scores: &[FamilyScore]) -> String {

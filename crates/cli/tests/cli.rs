@@ -206,6 +206,10 @@ fn bad_model_files_get_clear_errors() {
         ),
         (&["--families", ""], "at least one family"),
         (&["--feedback", "2"], "shares between 0 and 1"),
+        (
+            &["--before", "/no/such/results.json"],
+            "reading /no/such/results.json",
+        ),
     ] {
         let out = reverie(home, &[&["bench", "days"][..], args].concat());
         assert!(!out.status.success());

@@ -52,6 +52,9 @@ impl Default for ToolOffer {
     }
 }
 
+/// Scores a question against each of some texts (`None`: cannot).
+pub type Similarity<'a> = dyn Fn(&str, &[String]) -> Option<Vec<f32>> + 'a;
+
 impl ToolOffer {
     /// Which of `all` (tool definitions) a conversation that opens with
     /// `question` is told about: the core ones in the core's order, then
@@ -62,7 +65,7 @@ impl ToolOffer {
         &self,
         all: Vec<serde_json::Value>,
         question: &str,
-        similarity: &dyn Fn(&str, &[String]) -> Option<Vec<f32>>,
+        similarity: &Similarity<'_>,
     ) -> Vec<serde_json::Value> {
         let ToolOffer::Selected { core, relevant } = self else {
             return all;

@@ -472,6 +472,22 @@ fn earlier(
     Ok(m)
 }
 
+fn describe_scores(scores: &[FamilyScore]) -> String {
+    scores
+        .iter()
+        .map(|s| {
+            format!(
+                "{}{} {}/{}",
+                s.family.as_str(),
+                if s.held_out { " (held out)" } else { "" },
+                s.passed,
+                s.tasks
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,20 +531,4 @@ mod tests {
             "{err:#}"
         );
     }
-}
-
-fn describe_scores(scores: &[FamilyScore]) -> String {
-    scores
-        .iter()
-        .map(|s| {
-            format!(
-                "{}{} {}/{}",
-                s.family.as_str(),
-                if s.held_out { " (held out)" } else { "" },
-                s.passed,
-                s.tasks
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -195,8 +195,7 @@ pub fn token_advantages(
 pub fn offered_tools(messages: &[Message], upto: reverie_core::MessageId) -> Vec<String> {
     let Some(system) = messages
         .iter()
-        .filter(|m| m.id <= upto && m.role == reverie_core::MessageRole::System)
-        .next_back()
+        .rfind(|m| m.id <= upto && m.role == reverie_core::MessageRole::System)
     else {
         return Vec::new();
     };

@@ -587,6 +587,14 @@ impl<'a> Reading<'a> {
                 )
             })
             .collect();
+        // One sub-task per answer: the small judge often lists the same
+        // request several times with shifted starts, which would train
+        // the same reply over and over with different rewards.
+        let mut answers = std::collections::HashSet::new();
+        let tasks: Vec<(usize, JudgedTask)> = tasks
+            .into_iter()
+            .filter(|(_, t)| answers.insert(t.last))
+            .collect();
         if tasks.is_empty() {
             Step::Invalid("no sub-task ended inside the window".into())
         } else {
@@ -989,6 +997,30 @@ mod tests {
         assert!(!Reading::new(&ws[0], JudgeOptions::default())
             .prompt()
             .contains("Files in"));
+    }
+
+    #[test]
+    fn one_sub_task_is_kept_per_answer() {
+        let msgs = vec![
+            (MessageRole::User, "What is 6 * 7?".to_string()),
+            (MessageRole::Assistant, "42".to_string()),
+            (MessageRole::User, "And 2 + 2?".to_string()),
+            (MessageRole::Assistant, "4".to_string()),
+        ];
+        let ws = windows(ChannelId(1), &msgs, 0, 10);
+        let r = Reading::new(&ws[0], JudgeOptions::default());
+        let task = |first: usize, last: usize, reward: u32| serde_json::json!({"description": "a sum", "first": first, "last": last, "reward": reward, "reason": "r"});
+        let raw = serde_json::json!({"subtasks": [task(0, 1, 9), task(0, 3, 2), task(2, 3, 8), task(1, 3, 5)]});
+        let Step::Report(tasks) = r.step(&raw.to_string()) else {
+            panic!("a report")
+        };
+        let kept: Vec<(usize, usize, usize, f32)> = tasks
+            .iter()
+            .map(|(k, t)| (*k, t.first, t.last, t.reward))
+            .collect();
+        // The first listed of each answer, with its place in the answer
+        // (the grades are read from the logits in that order).
+        assert_eq!(kept, [(0, 0, 1, 0.9), (1, 0, 3, 0.2)]);
     }
 
     #[test]

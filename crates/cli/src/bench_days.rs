@@ -71,6 +71,10 @@ pub struct DaysArgs {
     /// Chance that a wrong answer gets a follow-up ("are you sure?").
     #[arg(long, default_value_t = 0.5)]
     follow_up: f64,
+    /// Tasks per family in each night's verify gate (default: a night's
+    /// own); 0 turns the gate's task checks off.
+    #[arg(long)]
+    verify: Option<usize>,
     /// Offer only each family's tools, not the agent's usual offer.
     #[arg(long)]
     family_tools: bool,
@@ -156,9 +160,11 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     save(&results, &serde_json::json!({"before_measured": before}))?;
 
     let mut per_night = Vec::new();
+    let defaults = NightConfig::default();
     let night_cfg = NightConfig {
         gpu_layers: a.engine.gpu_layers,
-        ..NightConfig::default()
+        verify_tasks: a.verify.unwrap_or(defaults.verify_tasks),
+        ..defaults
     };
     for night in 1..=a.nights {
         let model = reverie_models::active::resolve(&bench, None)?;

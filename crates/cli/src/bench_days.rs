@@ -28,7 +28,7 @@ use reverie_store::Store;
 use reverie_tools::Services;
 use serde::{Deserialize, Serialize};
 
-use crate::bench_nights::share_embedder;
+use crate::bench::share_embedder;
 use crate::chat::EngineArgs;
 use crate::output;
 

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
 use reverie_core::Home;
 use reverie_night::NightConfig;
@@ -68,7 +67,7 @@ pub fn nights(home: &Home, a: NightsArgs) -> anyhow::Result<ExitCode> {
     );
     let bench = crate::bench::fresh_home(home, "nights", a.model.as_deref())?;
     let base = reverie_models::active::resolve(&bench, None)?;
-    share_embedder(home, &bench)?;
+    crate::bench::share_embedder(home, &bench)?;
     // Progress goes to stderr, so `--json` keeps stdout to the report.
     let say = |s: String| eprintln!("{s}");
     let measure = |model: &std::path::Path| -> anyhow::Result<(Vec<Episode>, Vec<Episode>)> {
@@ -218,79 +217,4 @@ fn describe(p: &Paired) -> String {
         "{} tasks gained, {} lost, p = {:.3}",
         p.gained, p.lost, p.p_value
     )
-}
-
-/// Gives the bench's data folder the user's embedding model, so its value
-/// memory ranks past tasks as the user's own nights do (without it, word
-/// overlap). Files are hard-linked where the filesystem allows, else copied.
-pub(crate) fn share_embedder(home: &Home, bench: &Home) -> anyhow::Result<()> {
-    let from = reverie_embed::model_dir(home);
-    if !from.join("model.safetensors").exists() {
-        return Ok(());
-    }
-    let to = reverie_embed::model_dir(bench);
-    std::fs::create_dir_all(&to)?;
-    for entry in std::fs::read_dir(&from)? {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            let dest = to.join(entry.file_name());
-            // A copy onto a link to the same file would truncate the original.
-            if dest.exists() {
-                std::fs::remove_file(&dest)
-                    .with_context(|| format!("replacing {} in the bench", dest.display()))?;
-            }
-            if std::fs::hard_link(entry.path(), &dest).is_err() {
-                std::fs::copy(entry.path(), &dest).with_context(|| {
-                    format!("copying {} into the bench", entry.path().display())
-                })?;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bench_shares_the_installed_embedder_and_does_without_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let (home, bench) = (
-            Home::new(dir.path().join("home")),
-            Home::new(dir.path().join("bench")),
-        );
-        share_embedder(&home, &bench).unwrap();
-        assert!(
-            !reverie_embed::model_dir(&bench).exists(),
-            "nothing to share"
-        );
-
-        let installed = reverie_embed::model_dir(&home);
-        std::fs::create_dir_all(&installed).unwrap();
-        for (name, body) in [("model.safetensors", "weights"), ("tokenizer.json", "{}")] {
-            std::fs::write(installed.join(name), body).unwrap();
-        }
-        share_embedder(&home, &bench).unwrap();
-        let shared = reverie_embed::model_dir(&bench);
-        assert_eq!(
-            std::fs::read_to_string(shared.join("model.safetensors")).unwrap(),
-            "weights"
-        );
-        assert_eq!(
-            std::fs::read_to_string(shared.join("tokenizer.json")).unwrap(),
-            "{}"
-        );
-        // Sharing again leaves the user's files whole.
-        share_embedder(&home, &bench).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(installed.join("model.safetensors")).unwrap(),
-            "weights"
-        );
-        // Something in the way is named in the error.
-        std::fs::remove_file(shared.join("tokenizer.json")).unwrap();
-        std::fs::create_dir(shared.join("tokenizer.json")).unwrap();
-        let err = share_embedder(&home, &bench).unwrap_err();
-        assert!(format!("{err:#}").contains("tokenizer.json"), "{err:#}");
-    }
 }

@@ -101,13 +101,29 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         let token = reverie_serve::api_token(bench.root())?;
         run_driver(&py, port, &token, &a)?
     };
+    let mut reference_error = None;
     let reference = if a.no_reference {
         None
     } else {
         eprintln!("llama-cpp-python's server on the same file");
         let port = free_port()?;
-        let _server = start_reference(&py, &model, port, threads, a.ctx)?;
-        Some(run_driver(&py, port, "none", &a)?)
+        let log = bench.root().join("reference.log");
+        let mut server = start_reference(&py, &model, port, threads, a.ctx, &log)?;
+        let measured = run_driver(&py, port, "none", &a)?;
+        // A server that died mid-run turns every later case into a
+        // connection error: say so instead of scoring them.
+        match server.0.try_wait()? {
+            Some(status) => {
+                let why = format!(
+                    "the reference server exited ({status}) during the run; its log is {}",
+                    log.display()
+                );
+                eprintln!("{why}");
+                reference_error = Some(why);
+                None
+            }
+            None => Some(measured),
+        }
     };
     let categories: Vec<&str> = a.categories.split(',').filter(|c| !c.is_empty()).collect();
     let per_category: serde_json::Map<String, serde_json::Value> = categories
@@ -131,10 +147,14 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         "limit": a.limit,
         "bfcl": BFCL_VERSION,
         "categories": per_category,
+        "reference_error": reference_error,
     });
     if a.json {
         output::json(&report)?;
     } else {
+        if let Some(why) = report["reference_error"].as_str() {
+            println!("no reference figures: {why}");
+        }
         for (c, v) in &per_category {
             let line = |s: &serde_json::Value| {
                 format!(
@@ -250,7 +270,9 @@ fn start_reference(
     port: u16,
     threads: usize,
     ctx: u32,
+    log: &Path,
 ) -> anyhow::Result<Server> {
+    let log = std::fs::File::create(log)?;
     let server = Server(
         Command::new(py)
             .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--model"])
@@ -265,8 +287,8 @@ fn start_reference(
                 "--n_threads_batch",
                 &threads.to_string(),
             ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
             .spawn()
             .context("starting llama-cpp-python's server")?,
     );

@@ -25,6 +25,36 @@ export function normalizeMath(text: string): string {
     .join("");
 }
 
+/**
+ * `text` cut into Markdown blocks at blank lines outside code fences and
+ * `$$` maths, so that while a reply streams only its last block is parsed
+ * again: the finished ones keep their text and are not re-rendered.
+ */
+export function splitBlocks(text: string): string[] {
+  const blocks: string[] = [];
+  let current: string[] = [];
+  let fence: string | null = null;
+  let maths = false;
+  for (const line of text.split("\n")) {
+    const trimmed = line.trim();
+    const opens = /^(`{3,}|~{3,})/.exec(trimmed);
+    if (fence) {
+      if (trimmed.startsWith(fence)) fence = null;
+    } else if (opens) {
+      fence = opens[1];
+    } else if (trimmed === "$$") {
+      maths = !maths;
+    } else if (trimmed === "" && !maths && current.some((l) => l.trim() !== "")) {
+      blocks.push(current.join("\n"));
+      current = [];
+      continue;
+    }
+    current.push(line);
+  }
+  if (current.length > 0) blocks.push(current.join("\n"));
+  return blocks;
+}
+
 /** A code block with a button that copies its text. */
 function CodeBlock(props: ComponentProps<"pre">) {
   const pre = useRef<HTMLPreElement>(null);
@@ -69,14 +99,23 @@ export const Markdown = memo(function Markdown({ text }: { text: string }) {
   const shown = useDeferredValue(text);
   return (
     <div className="md">
-      <ReactMarkdown
-        remarkPlugins={[remarkGfm, remarkMath]}
-        rehypePlugins={[[rehypeKatex, { throwOnError: false }], [rehypeHighlight, { detect: false, ignoreMissing: true }]]}
-        components={components}
-        skipHtml={false}
-      >
-        {normalizeMath(shown)}
-      </ReactMarkdown>
+      {splitBlocks(normalizeMath(shown)).map((block, i) => (
+        <Block key={i} text={block} />
+      ))}
     </div>
+  );
+});
+
+/** One block of a reply; unchanged blocks are not parsed again. */
+const Block = memo(function Block({ text }: { text: string }) {
+  return (
+    <ReactMarkdown
+      remarkPlugins={[remarkGfm, remarkMath]}
+      rehypePlugins={[[rehypeKatex, { throwOnError: false }], [rehypeHighlight, { detect: false, ignoreMissing: true }]]}
+      components={components}
+      skipHtml={false}
+    >
+      {text}
+    </ReactMarkdown>
   );
 });

@@ -282,7 +282,9 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     }
 
     let after_model = reverie_models::active::resolve(&bench, None)?;
-    let after = if a.nights == 0 {
+    // With no nights there is nothing to measure again, unless the first
+    // measurement came from a file: then this model is compared with it.
+    let after = if a.nights == 0 && a.before.is_none() {
         None
     } else {
         say("measuring the model after the nights".into());

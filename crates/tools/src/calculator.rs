@@ -183,7 +183,7 @@ pub(crate) const TOOLS: &[ToolDef] = &[ToolDef {
     description: "Evaluate an arithmetic expression exactly: numbers, + - * / % ^ and parentheses.",
     parameters: || {
         json!({"type": "object", "properties": {
-            "expression": {"type": "string", "description": "e.g. (17 * 23 - 41) / 2"}
+            "expression": {"type": "string", "description": "the numbers of the question joined by + - * / % ^ and parentheses"}
         }, "required": ["expression"]})
     },
     run: calculator,

@@ -259,12 +259,15 @@ fn the_workspace_is_read_as_it_was_at_an_earlier_moment() {
     use reverie_tools::past::PastWorkspace;
     let f = Fixture::new();
     let root = f.tools.workspace().root().to_path_buf();
+    // A moment strictly between what was done before and after it.
     let tick = || {
         std::thread::sleep(std::time::Duration::from_millis(5));
-        std::time::SystemTime::now()
+        let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .as_millis() as i64
+            .as_millis() as i64;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        at
     };
     // The person's own file, never touched by the tools.
     std::fs::write(f.path("mine.txt"), "by hand\n").unwrap();

@@ -490,8 +490,9 @@ fn failing_malformed_and_cancelled_calls() {
             .unwrap()
             .contains("no file or folder at `missing.txt`")));
 
-    // Different failing calls, five in a row, end the turn too.
-    let varied = r#"root ::= "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"gone" [0-9] [0-9] [0-9] ".txt\"}}</tool_call>""#;
+    // Different failing calls, five in a row, end the turn too (six
+    // random digits: the random model rarely writes the same path twice).
+    let varied = r#"root ::= "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"gone" [0-9] [0-9] [0-9] [0-9] [0-9] [0-9] ".txt\"}}</tool_call>""#;
     let mut s = forced_session(&engine, &store, &services, "varied", varied);
     let mut notices = Vec::new();
     let out = s

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
+use reverie_agent::{CancelFlag, ChannelSession, ToolSetup, TurnOutcome};
 use reverie_core::{SamplingParams, StopReason};
 use reverie_infer::{Constraint, Engine, EngineConfig};
 use reverie_store::{EpisodeKind, NewEpisode, PracticeEpisode, Store};
@@ -343,7 +343,7 @@ fn solve(
     let stopped = matches!(&outcome, Ok(o) if o.reason == StopReason::ToolLimit);
     let (reply, tool_calls, verdict) = match outcome {
         Ok(o) => {
-            let v = match crate::days::unanswered(&session, &o) {
+            let v = match unanswered(&session, &o) {
                 Some(why) => Verdict { passed: false, why },
                 None => check(task, &o.reply, &workspace),
             };
@@ -379,6 +379,20 @@ fn solve(
         reply,
         tool_calls,
         stopped,
+    })
+}
+
+/// Why a turn gave no answer: it was stopped with a call still in its
+/// reply, so a number inside that call is not the agent's answer.
+pub(crate) fn unanswered(session: &ChannelSession, o: &TurnOutcome) -> Option<String> {
+    let holds_a_call = session
+        .tools()
+        .is_some_and(|t| !t.format.parse(&o.reply).is_empty());
+    (o.reason == StopReason::ToolLimit && holds_a_call).then(|| {
+        format!(
+            "no answer: the turn was stopped after {} tool calls",
+            o.tool_calls
+        )
     })
 }
 

@@ -14,7 +14,6 @@ mod user;
 pub use agreement::{agreement, covers, rewards_of, Agreement};
 pub use check::verdict;
 pub use family::{DayFamily, DayTask, Hidden, Step};
-pub(crate) use user::unanswered;
 pub use user::{pose_channel, task_outcomes, DayOptions, Posed};
 
 use std::sync::Arc;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use reverie_agent::{CancelFlag, ChannelSession, ToolSetup, TurnOutcome};
-use reverie_core::{SamplingParams, StopReason};
+use reverie_agent::{CancelFlag, ChannelSession, ToolSetup};
+use reverie_core::SamplingParams;
 use reverie_infer::Engine;
 use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::check::verdict;
 use super::family::{DayFamily, DayTask};
 use crate::check::Verdict;
+use crate::runner::unanswered;
 use crate::PracticeError;
 
 /// How a person opens a channel's first request.
@@ -180,20 +181,6 @@ pub fn pose_channel(
         });
     }
     Ok(out)
-}
-
-/// Why a turn gave no answer: it was stopped with a call still in its
-/// reply, so a number inside that call is not the agent's answer.
-pub(crate) fn unanswered(session: &ChannelSession, o: &TurnOutcome) -> Option<String> {
-    let holds_a_call = session
-        .tools()
-        .is_some_and(|t| !t.format.parse(&o.reply).is_empty());
-    (o.reason == StopReason::ToolLimit && holds_a_call).then(|| {
-        format!(
-            "no answer: the turn was stopped after {} tool calls",
-            o.tool_calls
-        )
-    })
 }
 
 /// Writes a task's files into the workspace, as the person's own files.

@@ -18,23 +18,37 @@ function toBase64(file: Blob): Promise<string> {
   });
 }
 
+/** A thumb drawn in SVG, so that the buttons show on systems without an
+ * emoji font; down is the same thumb turned over. */
+function Thumb({ down }: { down: boolean }) {
+  return (
+    <svg width="14" height="14" viewBox="0 0 16 16" aria-hidden="true" style={down ? { transform: "scale(1, -1)" } : undefined}>
+      <path
+        d="M1.5 7h3v7.5h-3z M5.5 14.5V7.2L8.6 1.5c1.2 0 1.9.9 1.7 2.1L9.8 6h3.9c.9 0 1.6.9 1.4 1.8l-1.2 5.5c-.2.7-.8 1.2-1.5 1.2z"
+        fill="currentColor"
+      />
+    </svg>
+  );
+}
+
 /** 👍/👎 under a reply; the next night takes it as the reply's reward. A
  * second click on the chosen one takes it back. */
 function Rating({ id, rating, onRate }: { id: number; rating: boolean | null; onRate: (id: number, good: boolean | null) => void }) {
-  const button = (good: boolean, label: string, icon: string) => (
+  const button = (good: boolean, label: string) => (
     <button
       className={`link rate ${rating === good ? "chosen" : ""}`}
       aria-label={label}
+      title={label}
       aria-pressed={rating === good}
       onClick={() => onRate(id, rating === good ? null : good)}
     >
-      {icon}
+      <Thumb down={!good} />
     </button>
   );
   return (
     <div className="rating" data-testid="rating">
-      {button(true, "Good reply", "👍")}
-      {button(false, "Bad reply", "👎")}
+      {button(true, "Good reply")}
+      {button(false, "Bad reply")}
     </div>
   );
 }

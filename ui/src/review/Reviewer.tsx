@@ -204,7 +204,7 @@ export function Reviewer() {
                               <span>reward {percent(t.reward)}</span>
                               {t.feedback != null && (
                                 <span data-testid="subtask-feedback" className={t.feedback ? "pos" : "neg"}>
-                                  {t.feedback ? "👍" : "👎"} by you (judge said {percent(t.judged_reward)})
+                                  rated {t.feedback ? "good" : "bad"} by you (judge said {percent(t.judged_reward)})
                                 </span>
                               )}
                               <span>predicted {percent(t.predicted_reward)}</span>

@@ -186,7 +186,7 @@ test("reviewer: sub-tasks with their figures, token colours by role, overrides s
   await expect(sub).toContainText("reward 90%");
   await expect(sub).toContainText("predicted 70%");
   await expect(sub).toContainText("advantage +0.20");
-  await expect(sub.getByTestId("subtask-feedback")).toHaveText("👍 by you (judge said 40%)");
+  await expect(sub.getByTestId("subtask-feedback")).toHaveText("rated good by you (judge said 40%)");
   await expect(sub.getByTestId("evidence")).toContainText("the judge read messages 1–2");
   await expect(page.getByTestId("offered-tools")).toHaveText("Tools offered: calculator, list_dir, read_file, notes");
   await expect(page.getByTestId("judge-agreement").first()).toHaveText("· ⚠ judge agreed with your ratings on 2 of 5");

@@ -177,6 +177,19 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The reference server, built from source on this machine.
+const REFERENCE: &str = "llama-cpp-python[server]==0.3.36";
+
+/// Its llama.cpp is built for the instruction set Reverie's own is built for
+/// (x86-64-v3: AVX2, FMA, F16C, BMI2; `.cargo/config.toml`), not for the
+/// build machine's, so that both servers run the same kernels. (Its default
+/// native build crashed on every batched decode on an AVX-512 machine.)
+const REFERENCE_CMAKE_ARGS: &str = if cfg!(target_arch = "x86_64") {
+    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+} else {
+    ""
+};
+
 /// The virtual environment with `bfcl-eval` (and, for the reference,
 /// `llama-cpp-python[server]`), made on first use.
 fn bench_python(home: &Home, python: &str, reference: bool) -> anyhow::Result<PathBuf> {
@@ -192,6 +205,7 @@ fn bench_python(home: &Home, python: &str, reference: bool) -> anyhow::Result<Pa
         let ok = Command::new(&py)
             .args(["-m", "pip", "install", "-q"])
             .args(args)
+            .env("CMAKE_ARGS", REFERENCE_CMAKE_ARGS)
             .status()
             .with_context(|| format!("running pip in {}", venv.display()))?
             .success();
@@ -216,12 +230,26 @@ fn bench_python(home: &Home, python: &str, reference: bool) -> anyhow::Result<Pa
         pip(&["--no-deps", BFCL_VERSION])?;
         pip(BFCL_DEPS)?;
     }
-    if reference && !imports("import llama_cpp.server") {
-        eprintln!(
-            "building llama-cpp-python[server] from source into {} (minutes)",
-            venv.display()
-        );
-        pip(&["llama-cpp-python[server]"])?;
+    if reference {
+        // A build made with other settings (an earlier native one) is
+        // replaced, so that both servers run the same kernels.
+        let marker = venv.join("reference-build");
+        let wanted = format!("{REFERENCE} {REFERENCE_CMAKE_ARGS}");
+        let built = std::fs::read_to_string(&marker).unwrap_or_default();
+        let present = imports("import llama_cpp.server");
+        if !present || built.trim() != wanted {
+            eprintln!(
+                "building {REFERENCE} from source into {} (minutes)",
+                venv.display()
+            );
+            let again: &[&str] = if present {
+                &["--force-reinstall", "--no-deps"]
+            } else {
+                &[]
+            };
+            pip(&[again, &["--no-cache-dir", REFERENCE]].concat())?;
+            std::fs::write(&marker, wanted)?;
+        }
     }
     Ok(py)
 }

@@ -17,8 +17,14 @@ const MAX_FAILURES_IN_A_ROW: usize = 5;
 /// to call again (the default model restated each answer as one more
 /// calculator call until the harness stopped the turn: 10 of 10 arithmetic
 /// evals); told that a result may be the answer, they answer (0 of 10).
+/// Worded as an instruction to give the answer, not as a condition: asked
+/// to "reply ... if this answers the question", the model answered the
+/// condition ("Yes, the answer is correct.", without the number, in 2 of 10
+/// simulated arithmetic tasks); told to tell the answer, it wrote the
+/// number in all 10. A hint that also offered "the next call" brought the
+/// restating calls back (1 of 6 arithmetic tasks passed instead of 5).
 pub(crate) const RESULT_HINT: &str =
-    "If this answers the question, reply to the user in words now.";
+    "If this answers the question, tell the user the answer now, in words.";
 
 /// Added to the result of a call the turn already made with the same
 /// arguments and result, so a small model that repeats itself is told to

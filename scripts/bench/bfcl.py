@@ -6,7 +6,10 @@ reply's tool calls are decoded and graded by bfcl_eval's own AST checker.
 Prints one JSON object: per category the cases run, accuracy, the share of
 replies that wrote a call the server did not return as a tool call
 (unparsed), the share with no call at all, request errors and seconds per
-case.
+case. A call written into the text is also read from it and graded
+(`text_accuracy`: what a client that parses the reply's text itself would
+get), so a server that leaves calls in the text is not scored on its
+parser alone.
 
     python bfcl.py --base-url http://127.0.0.1:8080/v1 --api-key KEY \
         --model M --categories live_simple,live_multiple --limit 100
@@ -25,6 +28,7 @@ from bfcl_eval.constants.enums import Language, ModelStyle
 from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 from bfcl_eval.model_handler.utils import convert_to_tool
+from written_calls import calls_in_text
 
 # A function-calling model of the checker's table whose tool names use "_"
 # for ".", as OpenAI-style tools must: the checker maps them back.
@@ -46,7 +50,19 @@ def run_category(client, model, category, limit, seed, max_tokens):
         a["id"]: a["ground_truth"]
         for a in load(data / "possible_answer" / f"BFCL_v4_{category}.json")
     }
-    tally = {"correct": 0, "unparsed": 0, "no_call": 0, "errors": 0}
+    tally = {"correct": 0, "text_correct": 0, "unparsed": 0, "no_call": 0, "errors": 0}
+
+    def check(decoded):
+        result = ast_checker(
+            case["function"],
+            decoded,
+            answers[case["id"]],
+            Language.PYTHON,
+            category,
+            CHECKER_MODEL,
+        )
+        return bool(result["valid"])
+
     seconds = 0.0
     for i, case in enumerate(cases):
         # Already in the OpenAI shape: {"type": "function", "function": ...}.
@@ -74,21 +90,17 @@ def run_category(client, model, category, limit, seed, max_tokens):
         if not calls:
             written = WRITTEN_CALL.search(message.content or "")
             tally["unparsed" if written else "no_call"] += 1
+            from_text = calls_in_text(message.content or "") if written else []
+            tally["text_correct"] += bool(from_text) and check(from_text)
             continue
         try:
             decoded = [{c.function.name: json.loads(c.function.arguments)} for c in calls]
         except (json.JSONDecodeError, TypeError):
             tally["unparsed"] += 1
             continue
-        result = ast_checker(
-            case["function"],
-            decoded,
-            answers[case["id"]],
-            Language.PYTHON,
-            category,
-            CHECKER_MODEL,
-        )
-        tally["correct"] += bool(result["valid"])
+        right = check(decoded)
+        tally["correct"] += right
+        tally["text_correct"] += right
         if (i + 1) % 20 == 0:
             print(f"{category}: {i + 1}/{len(cases)}", file=sys.stderr)
     n = max(len(cases), 1)
@@ -96,6 +108,8 @@ def run_category(client, model, category, limit, seed, max_tokens):
         "cases": len(cases),
         "correct": tally["correct"],
         "accuracy": tally["correct"] / n,
+        "text_correct": tally["text_correct"],
+        "text_accuracy": tally["text_correct"] / n,
         "unparsed_share": tally["unparsed"] / n,
         "no_call_share": tally["no_call"] / n,
         "errors": tally["errors"],

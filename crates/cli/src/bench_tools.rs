@@ -68,6 +68,12 @@ pub struct ToolsArgs {
     /// Run only Reverie's server (no reference).
     #[arg(long)]
     no_reference: bool,
+    /// The reference server's `--chat_format` (e.g.
+    /// `chatml-function-calling`, its own parser of calls for ChatML
+    /// models); by default it renders the GGUF's own template and returns
+    /// calls as text.
+    #[arg(long)]
+    reference_chat_format: Option<String>,
     /// Python that makes the virtual environment.
     #[arg(long, default_value = "python3")]
     python: String,
@@ -108,7 +114,15 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         eprintln!("llama-cpp-python's server on the same file");
         let port = free_port()?;
         let log = bench.root().join("reference.log");
-        let mut server = start_reference(&py, &model, port, threads, a.ctx, &log)?;
+        let mut server = start_reference(
+            &py,
+            &model,
+            port,
+            threads,
+            a.ctx,
+            a.reference_chat_format.as_deref(),
+            &log,
+        )?;
         let measured = run_driver(&py, port, "none", &a)?;
         // A server that died mid-run turns every later case into a
         // connection error: say so instead of scoring them.
@@ -131,13 +145,20 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         .map(|c| {
             let o = &ours[*c];
             let r = reference.as_ref().map(|r| r[*c].clone());
-            let ratio = r.as_ref().and_then(|r| {
-                let (x, y) = (o["accuracy"].as_f64()?, r["accuracy"].as_f64()?);
-                (y > 0.0).then_some(x / y)
-            });
+            let ratio = |key: &str| {
+                r.as_ref().and_then(|r| {
+                    let (x, y) = (o[key].as_f64()?, r[key].as_f64()?);
+                    (y > 0.0).then_some(x / y)
+                })
+            };
             (
                 c.to_string(),
-                serde_json::json!({"reverie": o, "reference": r, "accuracy_ratio": ratio}),
+                serde_json::json!({
+                    "reverie": o,
+                    "reference": r,
+                    "accuracy_ratio": ratio("accuracy"),
+                    "text_accuracy_ratio": ratio("text_accuracy"),
+                }),
             )
         })
         .collect();
@@ -147,6 +168,7 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         "limit": a.limit,
         "bfcl": BFCL_VERSION,
         "categories": per_category,
+        "reference_chat_format": a.reference_chat_format,
         "reference_error": reference_error,
     });
     if a.json {
@@ -158,8 +180,9 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         for (c, v) in &per_category {
             let line = |s: &serde_json::Value| {
                 format!(
-                    "{:5.1}% right, {:4.1}% calls unparsed, {:4.1}% no call, {:5.1} s a case",
+                    "{:5.1}% right ({:5.1}% reading calls from the text too), {:4.1}% calls unparsed, {:4.1}% no call, {:5.1} s a case",
                     s["accuracy"].as_f64().unwrap_or(0.0) * 100.0,
+                    s["text_accuracy"].as_f64().unwrap_or(0.0) * 100.0,
                     s["unparsed_share"].as_f64().unwrap_or(0.0) * 100.0,
                     s["no_call_share"].as_f64().unwrap_or(0.0) * 100.0,
                     s["seconds_per_case"].as_f64().unwrap_or(0.0)
@@ -168,8 +191,14 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
             println!("{c}: reverie {}", line(&v["reverie"]));
             if !v["reference"].is_null() {
                 println!("{c}: llama-cpp-python {}", line(&v["reference"]));
-                if let Some(r) = v["accuracy_ratio"].as_f64() {
-                    println!("{c}: accuracy ratio {r:.2}");
+                for (key, what) in [
+                    ("accuracy_ratio", "accuracy ratio"),
+                    ("text_accuracy_ratio", "ratio reading calls from the text"),
+                ] {
+                    match v[key].as_f64() {
+                        Some(r) => println!("{c}: {what} {r:.2}"),
+                        None => println!("{c}: {what}: none (the reference got none right)"),
+                    }
                 }
             }
         }
@@ -298,12 +327,19 @@ fn start_reference(
     port: u16,
     threads: usize,
     ctx: u32,
+    chat_format: Option<&str>,
     log: &Path,
 ) -> anyhow::Result<Server> {
     let log = std::fs::File::create(log)?;
+    let mut command = Command::new(py);
+    if let Some(format) = chat_format {
+        command.args(["-m", "llama_cpp.server", "--chat_format", format]);
+    } else {
+        command.args(["-m", "llama_cpp.server"]);
+    }
     let server = Server(
-        Command::new(py)
-            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--model"])
+        command
+            .args(["--host", "127.0.0.1", "--model"])
             .arg(model)
             .args([
                 "--port",

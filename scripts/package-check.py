@@ -15,24 +15,13 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 
-ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
+from webdriver import ELEMENT, http
 
 
 def fail(msg):
     print(f"package check: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def http(method, url, body=None, timeout=120):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read() or b"{}").get("value")
-    except urllib.error.HTTPError as e:
-        fail(f"{method} {url}: HTTP {e.code}: {e.read().decode(errors='replace')}")
 
 
 class Window:

@@ -18,21 +18,9 @@ import subprocess
 import tempfile
 import time
 import urllib.error
-import urllib.request
 
 from PIL import ImageGrab
-
-ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
-
-
-def http(method, url, body=None, timeout=120):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read() or b"{}").get("value")
-    except urllib.error.HTTPError as e:
-        raise SystemExit(f"{method} {url}: HTTP {e.code}: {e.read().decode(errors='replace')}")
+from webdriver import ELEMENT, http
 
 
 class Window:

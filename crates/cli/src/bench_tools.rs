@@ -332,10 +332,9 @@ fn start_reference(
 ) -> anyhow::Result<Server> {
     let log = std::fs::File::create(log)?;
     let mut command = Command::new(py);
+    command.args(["-m", "llama_cpp.server"]);
     if let Some(format) = chat_format {
-        command.args(["-m", "llama_cpp.server", "--chat_format", format]);
-    } else {
-        command.args(["-m", "llama_cpp.server"]);
+        command.args(["--chat_format", format]);
     }
     let server = Server(
         command

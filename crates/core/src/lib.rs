@@ -30,4 +30,4 @@ pub use message::{
     ParseRoleError, MAX_CHANNEL_NAME,
 };
 pub use sampling::SamplingParams;
-pub use token::{TokenRole, TokenSpan};
+pub use token::{has_images, image_number, image_token, TokenRole, TokenSpan};

@@ -65,6 +65,27 @@ impl std::str::FromStr for TokenRole {
     }
 }
 
+/// The id every position of one image carries in a token sequence: the
+/// negative of the image's number in the store (from 1). Text token ids are
+/// never negative, so a sequence says where its images are, and which.
+pub fn image_token(number: u32) -> i32 {
+    assert!(
+        number >= 1 && number <= i32::MAX as u32,
+        "image numbers run from 1"
+    );
+    -(number as i32)
+}
+
+/// The store's number of the image at a position, or `None` for text.
+pub fn image_number(id: i32) -> Option<u32> {
+    (id < 0).then(|| id.unsigned_abs())
+}
+
+/// Whether any position of `ids` is an image.
+pub fn has_images(ids: &[i32]) -> bool {
+    ids.iter().any(|&id| id < 0)
+}
+
 /// A run of tokens with one role and one optional sampler log-prob per token.
 ///
 /// The three vectors always have the same length. Log-probs exist only for
@@ -128,6 +149,14 @@ mod tests {
         assert_eq!(TokenRole::from_code(9), None);
         let err = "actor".parse::<TokenRole>().unwrap_err().to_string();
         assert!(err.contains("actor") && err.contains("action"), "{err}");
+    }
+
+    #[test]
+    fn image_positions_name_their_image() {
+        assert_eq!(image_number(image_token(7)), Some(7));
+        assert_eq!(image_number(12), None);
+        assert!(has_images(&[5, image_token(1), 6]));
+        assert!(!has_images(&[0, 5, 6]));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! never held in memory) into a temporary file that is fsynced and renamed.
 //! [`synth`] writes small random-weight models of the architectures Reverie
 //! supports, with a real tokenizer block and chat template, so tests and new
-//! users can run the whole app in seconds.
+//! users can run the whole app in seconds; [`projector`] writes a tiny
+//! vision projector (llama.cpp's `mtmd`) to pair with one.
 //!
 //! This crate must never depend on llama.cpp or candle: it is plain bytes.
 //!
@@ -22,6 +23,7 @@
 //! assert_eq!(file.architecture(), Some("llama"));
 //! ```
 
+pub mod projector;
 mod read;
 pub mod synth;
 mod types;

@@ -218,7 +218,7 @@ pub fn vocabulary() -> (Vec<String>, Vec<f32>, Vec<i32>) {
 }
 
 /// Small deterministic generator (splitmix64) so files are reproducible.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
@@ -234,7 +234,7 @@ impl Rng {
     }
 
     /// Approximately normal (sum of four uniforms), mean 0, given std.
-    fn normal(&mut self, std: f32) -> f32 {
+    pub(crate) fn normal(&mut self, std: f32) -> f32 {
         let s: f32 = (0..4).map(|_| self.uniform()).sum::<f32>() - 2.0;
         s * std * 3f32.sqrt()
     }

@@ -19,6 +19,8 @@ pub struct EngineConfig {
     pub gpu_layers: u32,
     /// A llama.cpp LoRA adapter GGUF applied on top of the model.
     pub adapter: Option<PathBuf>,
+    /// A multimodal projector GGUF (`mmproj`) that lets the model see images.
+    pub mmproj: Option<PathBuf>,
     /// Requests allowed to wait before `generate` answers `Busy`.
     pub max_queued: usize,
     /// No token for this long ends a generation as stalled; twice as long
@@ -38,6 +40,7 @@ impl Default for EngineConfig {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             gpu_layers: 0,
             adapter: None,
+            mmproj: None,
             max_queued: 64,
             stall_timeout: Duration::from_secs(60),
             fault_hang_after_tokens: None,

@@ -16,6 +16,7 @@ use crate::model::{LoadedModel, ModelInfo};
 use crate::prompt::{self, ChatMessage, Transcript};
 use crate::sampler::Constraint;
 use crate::scheduler::{Job, JobControl, Queue};
+use crate::vision::ImageSource;
 use crate::worker::{self, Slot};
 
 /// Counters of one generation.
@@ -186,6 +187,7 @@ pub struct Shared {
     /// The injected fault fires once.
     pub fault_armed: AtomicBool,
     model: RwLock<Arc<LoadedModel>>,
+    image_source: RwLock<Option<ImageSource>>,
     slots: Mutex<Vec<Arc<Slot>>>,
     next_slot: AtomicUsize,
 }
@@ -197,6 +199,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Shared {
     fn model(&self) -> Arc<LoadedModel> {
         self.model.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The bytes of image number `n`, from the source the owner set.
+    pub(crate) fn image(&self, n: u32) -> Result<Vec<u8>, InferError> {
+        let source = self
+            .image_source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                InferError::Vision(format!(
+                    "the prompt holds image {n} but the engine has no image source"
+                ))
+            })?;
+        source(n).map_err(|e| InferError::Vision(format!("image {n}: {e}")))
     }
 
     /// Starts `n` workers on `model` and waits until each has its context.
@@ -242,6 +259,7 @@ impl Engine {
             path.as_ref(),
             config.gpu_layers,
             config.adapter.as_deref(),
+            config.mmproj.as_deref().map(|p| (p, config.threads)),
         )?);
         let slots = config.slots.max(1);
         if config.n_ctx == 0 {
@@ -265,6 +283,7 @@ impl Engine {
             epoch: Instant::now(),
             fault_armed: AtomicBool::new(true),
             model: RwLock::new(model.clone()),
+            image_source: RwLock::new(None),
             slots: Mutex::new(Vec::new()),
             next_slot: AtomicUsize::new(0),
         });
@@ -284,6 +303,31 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.shared.config
+    }
+
+    /// Whether a multimodal projector is loaded: images reach the model.
+    pub fn can_see(&self) -> bool {
+        self.shared.model().vision.is_some()
+    }
+
+    /// How many positions an image takes in a sequence for this model.
+    pub fn image_positions(&self, bytes: &[u8]) -> Result<usize, InferError> {
+        let model = self.shared.model();
+        let vision = model
+            .vision
+            .as_ref()
+            .ok_or_else(|| InferError::Vision("no multimodal projector is loaded".into()))?;
+        vision.positions(bytes)
+    }
+
+    /// Where the slots get the bytes of the images a prompt holds
+    /// ([`reverie_core::image_token`]).
+    pub fn set_image_source(&self, source: ImageSource) {
+        *self
+            .shared
+            .image_source
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(source);
     }
 
     /// Tokens of `text`; `special` lets control-token text become control tokens.
@@ -315,11 +359,14 @@ impl Engine {
     }
 
     /// Text of `ids`; `special` renders control tokens as their text.
+    /// Image positions have none.
     pub fn detokenize(&self, ids: &[i32], special: bool) -> String {
         let model = self.shared.model();
         let vocab = model.llama.vocab();
+        // Image positions stand for embeddings and have no text.
         let toks: Vec<_> = ids
             .iter()
+            .filter(|&&i| i >= 0)
             .map(|&i| llama_cpp_2::token::LlamaToken(i))
             .collect();
         String::from_utf8_lossy(&vocab.detokenize(&toks, false, special)).into_owned()
@@ -464,6 +511,18 @@ impl Engine {
                 n_ctx,
             });
         }
+        if reverie_core::has_images(&req.prompt) {
+            if !self.can_see() {
+                return Err(InferError::Vision(
+                    "the prompt holds an image but no multimodal projector is loaded; load the model with its mmproj file".into(),
+                ));
+            }
+            if req.prompt.last().is_some_and(|&id| id < 0) {
+                return Err(InferError::Vision(
+                    "a prompt must end in text, not in an image".into(),
+                ));
+            }
+        }
         let constraint = match req.constraint {
             Some(Constraint::JsonSchema(s)) => {
                 Some(Constraint::Gbnf(crate::json_schema_to_gbnf(&s)?))
@@ -506,10 +565,12 @@ impl Engine {
     /// the new file fails to load, the old model keeps serving.
     pub fn swap_model(&self, path: impl AsRef<Path>) -> Result<ModelInfo, InferError> {
         // A swapped-in checkpoint is a full model: the adapter does not carry over.
+        let config = &self.shared.config;
         let model = Arc::new(LoadedModel::load(
             path.as_ref(),
-            self.shared.config.gpu_layers,
+            config.gpu_layers,
             None,
+            config.mmproj.as_deref().map(|p| (p, config.threads)),
         )?);
         let fresh = self
             .shared

@@ -29,6 +29,8 @@ pub enum InferError {
     EmptyPrompt,
     #[error("generation failed: {0}")]
     Generation(String),
+    #[error("image: {0}")]
+    Vision(String),
     #[error("the engine is shut down")]
     ShutDown,
 }

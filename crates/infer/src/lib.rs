@@ -43,6 +43,7 @@ mod score;
 mod tool_calls;
 mod tools;
 mod utf8;
+mod vision;
 mod worker;
 
 pub use chat_format::{
@@ -53,11 +54,12 @@ pub use config::EngineConfig;
 pub use engine::{Completion, Engine, GenEvent, GenerateRequest, Generation, Usage};
 pub use error::InferError;
 pub use model::ModelInfo;
-pub use prompt::{ChatMessage, Transcript};
+pub use prompt::{ChatMessage, ImageRun, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
 pub use tool_calls::{call_constraint, ToolCalling};
 pub use tools::{python_json, system_with_tools};
+pub use vision::ImageSource;
 
 /// Converts a JSON schema into the GBNF grammar llama.cpp enforces.
 pub fn json_schema_to_gbnf(schema: &serde_json::Value) -> Result<String, InferError> {

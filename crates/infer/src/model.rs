@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::backend;
 use crate::chat_format::ChatTemplates;
 use crate::error::InferError;
+use crate::vision::Vision;
 
 /// Architectures this llama.cpp build is known to run. Others may work, but
 /// a clear refusal beats a crash inside the loader.
@@ -47,6 +48,9 @@ pub struct ModelInfo {
 }
 
 pub struct LoadedModel {
+    /// The multimodal projector, when one is loaded. Declared first so it is
+    /// freed before the model it points into.
+    pub(crate) vision: Option<Vision>,
     pub llama: LlamaModel,
     pub info: ModelInfo,
     /// A LoRA adapter applied to every context of this model.
@@ -58,11 +62,12 @@ pub struct LoadedModel {
 
 impl LoadedModel {
     /// Validates the file's header, then loads it with llama.cpp, with an
-    /// optional LoRA adapter GGUF.
-    pub fn load(
+    /// optional LoRA adapter GGUF and an optional multimodal projector.
+    pub(crate) fn load(
         path: &Path,
         gpu_layers: u32,
         adapter: Option<&Path>,
+        mmproj: Option<(&Path, usize)>,
     ) -> Result<LoadedModel, InferError> {
         let header = GgufFile::open(path)?;
         let arch = header.architecture().unwrap_or_default().to_string();
@@ -107,6 +112,10 @@ impl LoadedModel {
                 Some(std::sync::Mutex::new(lora))
             }
         };
+        let vision = match mmproj {
+            None => None,
+            Some((p, threads)) => Some(Vision::load(p, &llama, threads, gpu_layers > 0)?),
+        };
         let chat = chat_templates(&llama);
         if let Err(why) = &chat {
             tracing::info!(
@@ -115,6 +124,7 @@ impl LoadedModel {
             );
         }
         Ok(LoadedModel {
+            vision,
             llama,
             info,
             adapter,

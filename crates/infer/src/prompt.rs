@@ -15,6 +15,17 @@ use crate::model::LoadedModel;
 pub struct ChatMessage {
     pub role: MessageRole,
     pub content: String,
+    /// Images the model sees after the message's text (multimodal models).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRun>,
+}
+
+/// One image in a message: its number in the store and how many positions
+/// the projector gives it ([`crate::Engine::image_positions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRun {
+    pub number: u32,
+    pub positions: usize,
 }
 
 impl ChatMessage {
@@ -22,7 +33,14 @@ impl ChatMessage {
         ChatMessage {
             role,
             content: content.into(),
+            images: Vec::new(),
         }
+    }
+
+    /// The message with `image` after its text.
+    pub fn with_image(mut self, image: ImageRun) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// The message in OpenAI's shape, as llama.cpp's chat layer reads it.
@@ -223,7 +241,14 @@ pub fn extend(
                 TokenRole::Context,
                 true,
             );
-            push_text(llama, &mut span, &m.content, token_role(m.role), false);
+            let role = token_role(m.role);
+            push_text(llama, &mut span, &m.content, role, false);
+            // An image's positions stand for embeddings, not text: they
+            // belong in no rendered text and carry the message's role.
+            for image in &m.images {
+                let id = reverie_core::image_token(image.number);
+                span.extend_role(&vec![id; image.positions], role);
+            }
             cursor = start + m.content.len();
         }
     }

@@ -54,6 +54,11 @@ fn logits_where(
     if tokens.is_empty() {
         return Err(InferError::EmptyPrompt);
     }
+    if reverie_core::has_images(tokens) {
+        return Err(InferError::Vision(
+            "scoring covers text only; this sequence holds an image".into(),
+        ));
+    }
     let n = tokens.len() as u32;
     let chunk = n.min(512);
     let params = LlamaContextParams::default()

@@ -157,6 +157,26 @@ fn decode(ctx: &mut LlamaContext<'_>, batch: &mut LlamaBatch<'_>) -> Result<(), 
         .map_err(|e| InferError::Decode(e.to_string()))
 }
 
+/// Decodes the image whose run starts `rest` at position `n_past`;
+/// returns how many positions it took.
+fn prefill_image(
+    shared: &Shared,
+    model: &LoadedModel,
+    ctx: &mut LlamaContext<'_>,
+    n_past: usize,
+    rest: &[i32],
+) -> Result<usize, InferError> {
+    let id = rest[0];
+    let number = reverie_core::image_number(id).expect("an image position");
+    let vision = model
+        .vision
+        .as_ref()
+        .ok_or_else(|| InferError::Vision("no multimodal projector is loaded".into()))?;
+    let bytes = shared.image(number)?;
+    let run = rest.iter().take_while(|&&x| x == id).count();
+    vision.decode(&bytes, ctx, n_past, run, shared.config.n_batch)
+}
+
 /// Prefills what the cache lacks, then samples until a stop.
 fn serve(
     shared: &Shared,
@@ -179,9 +199,13 @@ fn serve(
     let mut batch = LlamaBatch::new(n_batch, 1);
 
     // Keep the longest cached prefix; at least one prompt token must be
-    // decoded to get fresh logits.
+    // decoded to get fresh logits, and an image is decoded whole or not at
+    // all.
     let mut keep = common_prefix(cache, prompt);
     if keep == prompt.len() {
+        keep -= 1;
+    }
+    while keep > 0 && prompt[keep] < 0 && prompt[keep - 1] == prompt[keep] {
         keep -= 1;
     }
     if keep < cache.len() {
@@ -191,20 +215,31 @@ fn serve(
     }
     let started = Instant::now();
     let todo = &prompt[keep..];
-    for (i, chunk) in todo.chunks(n_batch).enumerate() {
+    let mut rest = todo;
+    while !rest.is_empty() {
         if let Some(reason) = job.control.stop_reason() {
             return Ok((reason, Usage::default()));
         }
-        batch.clear();
-        let last_chunk = (i + 1) * n_batch >= todo.len();
-        for (j, &tok) in chunk.iter().enumerate() {
-            let logits = last_chunk && j + 1 == chunk.len();
-            batch
-                .add(LlamaToken(tok), (cache.len() + j) as i32, &[0], logits)
-                .map_err(|e| InferError::Decode(e.to_string()))?;
+        if rest[0] < 0 {
+            // Prompts end in text, so an image never needs the logits.
+            let len = prefill_image(shared, model, ctx, cache.len(), rest)?;
+            cache.extend_from_slice(&rest[..len]);
+            rest = &rest[len..];
+        } else {
+            let text = rest.iter().take_while(|&&id| id >= 0).count();
+            let chunk = &rest[..text.min(n_batch)];
+            let logits_here = chunk.len() == rest.len();
+            batch.clear();
+            for (j, &tok) in chunk.iter().enumerate() {
+                let logits = logits_here && j + 1 == chunk.len();
+                batch
+                    .add(LlamaToken(tok), (cache.len() + j) as i32, &[0], logits)
+                    .map_err(|e| InferError::Decode(e.to_string()))?;
+            }
+            decode(ctx, &mut batch)?;
+            cache.extend_from_slice(chunk);
+            rest = &rest[chunk.len()..];
         }
-        decode(ctx, &mut batch)?;
-        cache.extend_from_slice(chunk);
         slot.beat(shared.epoch);
     }
     let prefill = started.elapsed();

@@ -190,10 +190,20 @@ impl App {
         }
         let launch = lock(&self.launch).clone();
         let path = reverie_models::active::resolve(&self.home, launch.model.as_deref())?;
-        let config = EngineConfig::sized(4, launch.ctx, launch.gpu_layers, launch.threads);
-        let engine = Arc::new(
-            Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))?,
-        );
+        let mut config = EngineConfig::sized(4, launch.ctx, launch.gpu_layers, launch.threads);
+        config.mmproj = match reverie_models::projector::find(&self.home, &path) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("running without images: {e}");
+                None
+            }
+        };
+        let (engine, set_aside) = Engine::load_or_without_projector(&path, config)
+            .with_context(|| format!("loading {}", path.display()))?;
+        if let Some(why) = set_aside {
+            tracing::warn!("the model cannot see images: {why}");
+        }
+        let engine = Arc::new(engine);
         let s = self.settings();
         let agent = Agent::new(
             engine.clone(),
@@ -227,6 +237,7 @@ impl App {
         if let Some(rt) = self.loaded() {
             rt.engine.swap_model(deployed)?;
             self.services.set_model_name(&rt.engine.info().name);
+            self.services.set_vision(rt.engine.can_see());
         }
         Ok(())
     }

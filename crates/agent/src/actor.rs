@@ -100,6 +100,7 @@ impl Agent {
         config: AgentConfig,
     ) -> Agent {
         services.set_model_name(&engine.info().name);
+        crate::show_images(&engine, &store);
         Agent {
             engine,
             store,

@@ -35,6 +35,16 @@ pub mod toolcall;
 pub mod wrap_up;
 
 pub use actor::{Agent, AgentConfig, PendingTurn};
+
+/// Lets `engine` read the images conversations show it from `store`: a
+/// recorded conversation replays from its blobs, whatever became of the
+/// files the images came from.
+pub fn show_images(engine: &reverie_infer::Engine, store: &std::sync::Arc<reverie_store::Store>) {
+    let store = store.clone();
+    engine.set_image_source(std::sync::Arc::new(move |n| {
+        store.image(n).map_err(|e| e.to_string())
+    }));
+}
 pub use cancel::CancelFlag;
 pub use error::AgentError;
 pub use guard::{StopCause, TurnGuard};

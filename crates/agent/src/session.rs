@@ -5,7 +5,7 @@ use reverie_core::{
     TokenRole, TokenSpan,
 };
 use reverie_infer::{
-    ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, InferError, ToolCalling,
+    ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, ImageRun, InferError, ToolCalling,
     ToolChoice, Transcript,
 };
 use reverie_store::Store;
@@ -29,6 +29,8 @@ struct CallResult {
     signature: String,
     ok: bool,
     text: String,
+    /// Images the result shows the model (multimodal models only).
+    images: Vec<ImageRun>,
 }
 
 /// What a finished turn produced.
@@ -109,6 +111,8 @@ impl<'a> ChannelSession<'a> {
         // A conversation already under way was told of them all, as far as
         // anyone now knows.
         self.offered = tools.definitions();
+        // The image tools tell the model whether it sees what they load.
+        tools.toolbox.services().set_vision(self.engine.can_see());
         self.tools = Some(tools);
         self.give_transcript_its_tools();
         self
@@ -284,6 +288,7 @@ impl<'a> ChannelSession<'a> {
                 mut text,
                 ok,
                 signature,
+                images,
             } in results
             {
                 if guard.record(&signature, ok) {
@@ -291,7 +296,8 @@ impl<'a> ChannelSession<'a> {
                     self.store.mark_repeated_call(last.message, &call_id)?;
                     text = format!("{text}\n\n{REPEAT_HINT}");
                 }
-                let msg = ChatMessage::new(MessageRole::Tool, text.clone());
+                let mut msg = ChatMessage::new(MessageRole::Tool, text.clone());
+                msg.images = images;
                 let span = self.engine.append_messages(&mut t, &[msg])?;
                 self.store
                     .append_message(ch, MessageRole::Tool, &text, &span)?;
@@ -372,6 +378,18 @@ impl<'a> ChannelSession<'a> {
     /// Runs the calls of one reply, reporting each, and returns the result
     /// texts in order. Calls past the turn's limit, after a cancel, or in a
     /// reply that was cut off are answered without being run.
+    /// The image stored as blob `hash`, numbered and measured for the model.
+    fn image_run(&self, hash: &str) -> Result<ImageRun, String> {
+        let hash = reverie_store::BlobHash(hash.to_string());
+        let bytes = self.store.blob(&hash).map_err(|e| e.to_string())?;
+        let positions = self
+            .engine
+            .image_positions(&bytes)
+            .map_err(|e| e.to_string())?;
+        let number = self.store.image_number(&hash).map_err(|e| e.to_string())?;
+        Ok(ImageRun { number, positions })
+    }
+
     fn run_calls(
         &mut self,
         reply_message: MessageId,
@@ -390,6 +408,7 @@ impl<'a> ChannelSession<'a> {
         let mut offer_later = Vec::new();
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
+            let mut images = Vec::new();
             let (name, arguments) = match &call {
                 ParsedCall::Call { name, arguments } => (name.clone(), arguments.to_string()),
                 ParsedCall::Malformed { raw, .. } => ("(unreadable)".to_string(), raw.clone()),
@@ -436,7 +455,16 @@ impl<'a> ChannelSession<'a> {
                         cancel.disarm();
                         match result {
                             Ok(out) => {
+                                let mut text = out.text;
                                 for a in out.attachments {
+                                    if a.is_image && self.engine.can_see() {
+                                        match self.image_run(&a.blob) {
+                                            Ok(run) => images.push(run),
+                                            Err(why) => text.push_str(&format!(
+                                                " (The image could not be shown to you: {why}.)"
+                                            )),
+                                        }
+                                    }
                                     on_event(ChatEvent::Attachment {
                                         channel: ch,
                                         blob: a.blob,
@@ -444,7 +472,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                (true, format!("{}\n\n{RESULT_HINT}", out.text))
+                                (true, format!("{text}\n\n{RESULT_HINT}"))
                             }
                             Err(e) => (false, format!("error: {e}")),
                         }
@@ -470,6 +498,7 @@ impl<'a> ChannelSession<'a> {
                 signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
                 ok,
                 text,
+                images,
             });
         }
         for name in offer_later {

@@ -29,13 +29,30 @@ pub struct EngineArgs {
     /// Layers to offload to the GPU (CUDA builds).
     #[arg(long, default_value_t = 0)]
     pub gpu_layers: u32,
+    /// The multimodal projector (mmproj GGUF) that lets the model see
+    /// images (default: the one chosen with `reverie model projector`, or
+    /// one beside the model).
+    #[arg(long)]
+    pub mmproj: Option<PathBuf>,
 }
 
 impl EngineArgs {
     pub fn load(&self, home: &Home, slots: usize) -> anyhow::Result<Engine> {
         let path = reverie_models::active::resolve(home, self.model.as_deref())?;
-        let config = EngineConfig::sized(slots, self.ctx, self.gpu_layers, self.threads);
-        Engine::load(&path, config).with_context(|| format!("loading {}", path.display()))
+        let mut config = EngineConfig::sized(slots, self.ctx, self.gpu_layers, self.threads);
+        if let Some(p) = &self.mmproj {
+            // Asked for by name: a projector that does not load is an error.
+            config.mmproj = Some(p.clone());
+            return Engine::load(&path, config)
+                .with_context(|| format!("loading {} with {}", path.display(), p.display()));
+        }
+        config.mmproj = reverie_models::projector::find(home, &path)?;
+        let (engine, set_aside) = Engine::load_or_without_projector(&path, config)
+            .with_context(|| format!("loading {}", path.display()))?;
+        if let Some(why) = set_aside {
+            eprintln!("reverie: the model cannot see images this time: {why}");
+        }
+        Ok(engine)
     }
 }
 
@@ -192,6 +209,7 @@ pub fn run(home: &Home, args: ChatArgs) -> anyhow::Result<ExitCode> {
     wait_for_morning(home);
     let store = std::sync::Arc::new(Store::open(home)?);
     let engine = args.engine.load(home, 1)?;
+    reverie_agent::show_images(&engine, &store);
     let mut args = args;
     if args.again {
         let c = store

@@ -190,6 +190,7 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     ));
     let model = reverie_models::active::resolve(home, args.model.as_deref());
     let mut tool_calls = None;
+    let mut images = None;
     checks.push(check(
         "model",
         match &model {
@@ -203,14 +204,17 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
                     "fetch the model again or point to another GGUF".into(),
                 )),
                 Ok(f) => {
+                    let projector = reverie_models::projector::find(home, path);
                     let cfg = EngineConfig {
                         slots: 1,
                         n_ctx: 512,
+                        mmproj: projector.as_ref().ok().cloned().flatten(),
                         ..EngineConfig::default()
                     };
-                    match Engine::load(path, cfg) {
-                        Ok(engine) => {
+                    match Engine::load_or_without_projector(path, cfg) {
+                        Ok((engine, set_aside)) => {
                             tool_calls = Some(tool_call_format(&engine));
+                            images = Some(images_check(projector, set_aside));
                             let i = engine.info();
                             Ok(format!(
                                 "{} ({}, {}, {} parameters) loads in llama.cpp{}",
@@ -236,6 +240,9 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     ));
     if let Some(detail) = tool_calls {
         checks.push(check("tool calls", Ok(detail)));
+    }
+    if let Some(result) = images {
+        checks.push(check("images", result));
     }
     checks.push(check("cpu", {
         let avx2 = std::arch::is_x86_feature_detected!("avx2");
@@ -338,4 +345,26 @@ pub fn run(home: &Home, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Whether the model can see images: the projector found for it, and
+/// whether it loaded. A model without one is fine; it just cannot see.
+fn images_check(
+    projector: Result<Option<std::path::PathBuf>, reverie_models::ModelError>,
+    set_aside: Option<String>,
+) -> Result<String, (String, String)> {
+    match (projector, set_aside) {
+        (Err(e), _) => Err((
+            e.to_string(),
+            "choose another with `reverie model projector FILE`".into(),
+        )),
+        (Ok(None), _) => Ok(
+            "no projector: the model cannot see images (put its mmproj GGUF beside it, or run `reverie model projector FILE`)".into(),
+        ),
+        (Ok(Some(p)), Some(why)) => Err((
+            format!("{} did not load: {why}", p.display()),
+            "use the projector made for this model, or `reverie model projector --clear`".into(),
+        )),
+        (Ok(Some(p)), None) => Ok(format!("{} loads; the model sees images", p.display())),
+    }
 }

@@ -10,7 +10,7 @@ use reverie_gguf::synth::{self, Arch, SynthConfig, SynthQuant};
 use reverie_models::catalogue::{self, CATALOGUE};
 use reverie_models::discover::same_file;
 use reverie_models::fetch::{self, FetchProgress, WheelSource};
-use reverie_models::{active, ModelError};
+use reverie_models::{active, projector, ModelError};
 
 use crate::output;
 
@@ -47,6 +47,19 @@ pub enum ModelCommand {
         /// Weight format: f32 or q4_k_m.
         #[arg(long, default_value = "f32")]
         quant: String,
+        /// Also write a tiny random vision projector for the model (an
+        /// mmproj GGUF) here, so the image path can be tried.
+        #[arg(long)]
+        projector: Option<PathBuf>,
+    },
+    /// The multimodal projector (an mmproj GGUF) that lets the model see
+    /// images. Without one chosen, a projector beside the model is used.
+    Projector {
+        /// The projector to use.
+        file: Option<PathBuf>,
+        /// Forget the chosen projector.
+        #[arg(long, conflicts_with = "file")]
+        clear: bool,
     },
 }
 
@@ -69,6 +82,7 @@ pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             seed,
             size,
             quant,
+            projector,
         } => {
             let arch: Arch = arch.parse().map_err(anyhow::Error::msg)?;
             let quant: SynthQuant = quant.parse().map_err(anyhow::Error::msg)?;
@@ -82,6 +96,28 @@ pub fn run(home: &Home, cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             cfg.seed = seed;
             synth::write(&out, &cfg)?;
             println!("{}", out.display());
+            if let Some(p) = projector {
+                reverie_gguf::projector::write(&p, cfg.n_embd, seed)?;
+                println!("{}", p.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelCommand::Projector { file, clear } => {
+            if clear || file.is_some() {
+                match projector::choose(home, file.as_deref())? {
+                    Some(p) => println!("images go to the model through {}", p.display()),
+                    None => println!("no projector is chosen; one beside the model is used"),
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let model = active::resolve(home, None)?;
+            match projector::find(home, &model)? {
+                Some(p) => println!("{}", p.display()),
+                None => println!(
+                    "none: {} has no projector beside it; the model cannot see images",
+                    model.display()
+                ),
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

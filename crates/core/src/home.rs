@@ -95,4 +95,9 @@ impl Home {
     pub fn active_model_file(&self) -> PathBuf {
         self.root.join("active-model")
     }
+
+    /// The file naming the multimodal projector chosen (one line: a path).
+    pub fn active_projector_file(&self) -> PathBuf {
+        self.root.join("active-projector")
+    }
 }

@@ -115,6 +115,40 @@ pub fn write(path: impl AsRef<Path>, text_width: u64, seed: u64) -> io::Result<(
     Ok(())
 }
 
+/// A `side`² picture (a 24-bit BMP, which llama.cpp's image decoder
+/// reads) to show a projector: stripes whose width and colours follow
+/// `seed`, so two seeds make two different pictures.
+pub fn picture(side: u32, seed: u8) -> Vec<u8> {
+    let row = (side * 3).div_ceil(4) * 4;
+    let size = 54 + row * side;
+    let mut b = Vec::with_capacity(size as usize);
+    b.extend_from_slice(b"BM");
+    b.extend_from_slice(&size.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    b.extend_from_slice(&54u32.to_le_bytes());
+    b.extend_from_slice(&40u32.to_le_bytes());
+    b.extend_from_slice(&(side as i32).to_le_bytes());
+    b.extend_from_slice(&(side as i32).to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&24u16.to_le_bytes());
+    b.extend_from_slice(&[0; 24]);
+    let width = 1 + u32::from(seed % 7);
+    for y in 0..side {
+        let start = b.len();
+        for x in 0..side {
+            let on = ((x + y) / width) % 2 == 0;
+            let c = if on {
+                seed.wrapping_mul(37)
+            } else {
+                255 - seed
+            };
+            b.extend_from_slice(&[c, c.wrapping_add(90), 255 - c]);
+        }
+        b.resize(start + row as usize, 0);
+    }
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use crate::GgufFile;

@@ -293,6 +293,31 @@ impl Engine {
         Ok(Engine { shared })
     }
 
+    /// As [`Engine::load`], but a projector that does not load (made for
+    /// another model, damaged) is set aside rather than keeping the model
+    /// from chatting: the engine then runs without images, and the reason
+    /// comes back with it.
+    pub fn load_or_without_projector(
+        path: impl AsRef<Path>,
+        config: EngineConfig,
+    ) -> Result<(Engine, Option<String>), InferError> {
+        if config.mmproj.is_none() {
+            return Engine::load(path, config).map(|e| (e, None));
+        }
+        let text_only = EngineConfig {
+            mmproj: None,
+            ..config.clone()
+        };
+        match Engine::load(path.as_ref(), config) {
+            Ok(e) => Ok((e, None)),
+            Err(why) => {
+                let engine = Engine::load(path, text_only)?;
+                tracing::warn!("running without images: {why}");
+                Ok((engine, Some(why.to_string())))
+            }
+        }
+    }
+
     pub fn info(&self) -> ModelInfo {
         self.shared.model().info.clone()
     }
@@ -566,12 +591,26 @@ impl Engine {
     pub fn swap_model(&self, path: impl AsRef<Path>) -> Result<ModelInfo, InferError> {
         // A swapped-in checkpoint is a full model: the adapter does not carry over.
         let config = &self.shared.config;
-        let model = Arc::new(LoadedModel::load(
-            path.as_ref(),
-            config.gpu_layers,
-            None,
-            config.mmproj.as_deref().map(|p| (p, config.threads)),
-        )?);
+        let load = |mmproj: Option<&Path>| {
+            LoadedModel::load(
+                path.as_ref(),
+                config.gpu_layers,
+                None,
+                mmproj.map(|p| (p, config.threads)),
+            )
+        };
+        // The projector follows the model; one that does not fit the new
+        // model is set aside rather than failing the swap.
+        let model = match load(config.mmproj.as_deref()) {
+            Ok(m) => m,
+            Err(why) if config.mmproj.is_some() => {
+                let m = load(None)?;
+                tracing::warn!("running without images: {why}");
+                m
+            }
+            Err(e) => return Err(e),
+        };
+        let model = Arc::new(model);
         let fresh = self
             .shared
             .start_slots(&model, self.shared.config.slots.max(1))?;

@@ -12,32 +12,6 @@ use reverie_infer::{
     Transcript,
 };
 
-/// A 24-bit BMP (which llama.cpp's image decoder reads) of `side`² pixels.
-fn bmp(side: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
-    let row = (side * 3).div_ceil(4) * 4;
-    let size = 54 + row * side;
-    let mut b = Vec::with_capacity(size as usize);
-    b.extend_from_slice(b"BM");
-    b.extend_from_slice(&size.to_le_bytes());
-    b.extend_from_slice(&[0; 4]);
-    b.extend_from_slice(&54u32.to_le_bytes());
-    b.extend_from_slice(&40u32.to_le_bytes());
-    b.extend_from_slice(&(side as i32).to_le_bytes());
-    b.extend_from_slice(&(side as i32).to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.extend_from_slice(&24u16.to_le_bytes());
-    b.extend_from_slice(&[0; 24]);
-    for y in 0..side {
-        let start = b.len();
-        for x in 0..side {
-            let [r, g, bl] = pixel(x, y);
-            b.extend_from_slice(&[bl, g, r]);
-        }
-        b.resize(start + row as usize, 0);
-    }
-    b
-}
-
 struct Pair {
     _dir: tempfile::TempDir,
     model: PathBuf,

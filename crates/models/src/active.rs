@@ -28,12 +28,21 @@ pub fn resolve(home: &Home, explicit: Option<&Path>) -> Result<PathBuf, ModelErr
     Err(ModelError::NoModel)
 }
 
-/// Records `path` (checked to be a readable GGUF) as the model to use.
+/// Records `path` (checked to be a readable GGUF of a language model) as
+/// the model to use, with the projector beside it, if any.
 pub fn set_active(home: &Home, path: &Path) -> Result<PathBuf, ModelError> {
     let path = fs::canonicalize(path).map_err(io(path))?;
-    reverie_gguf::GgufFile::open(&path)?;
+    let header = reverie_gguf::GgufFile::open(&path)?;
+    if header.architecture() == Some("clip") {
+        return Err(ModelError::ProjectorAsModel(path));
+    }
     fs::create_dir_all(home.root()).map_err(io(home.root()))?;
     write_pointer(&home.active_model_file(), &format!("{}\n", path.display()))?;
+    // A projector beside the model goes with it, also to the checkpoints
+    // nights make from it.
+    if let Some(p) = crate::projector::beside(&path) {
+        crate::projector::choose(home, Some(&p))?;
+    }
     Ok(path)
 }
 

@@ -45,7 +45,7 @@ pub fn discover(
         .unwrap_or_default();
     others.sort();
     for p in others {
-        if p.extension().is_some_and(|x| x == "gguf") {
+        if p.extension().is_some_and(|x| x == "gguf") && !crate::projector::is_projector(&p) {
             let label = p
                 .file_name()
                 .unwrap_or_default()

@@ -25,6 +25,12 @@ pub enum ModelError {
     NoModel,
     #[error(transparent)]
     Gguf(#[from] reverie_gguf::GgufError),
+    #[error("{0}: not a multimodal projector (an mmproj GGUF, architecture `clip`)")]
+    NotAProjector(PathBuf),
+    #[error("the projector chosen for images, {0}, is gone; choose another with `reverie model projector FILE` or forget it with `reverie model projector --clear`")]
+    ProjectorMissing(PathBuf),
+    #[error("{0} is a multimodal projector, not a language model; choose the model it belongs to (the projector beside it is found)")]
+    ProjectorAsModel(PathBuf),
 }
 
 pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ModelError {

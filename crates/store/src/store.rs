@@ -450,6 +450,43 @@ impl Store {
         blobs::path_of(&self.blobs, hash)
     }
 
+    /// The number of the image stored as blob `hash` (given on first use),
+    /// which its positions in a token sequence carry.
+    pub fn image_number(&self, hash: &BlobHash) -> Result<u32> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT OR IGNORE INTO images (hash) VALUES (?1)",
+            params![hash.0],
+        )?;
+        let n: i64 = conn.query_row(
+            "SELECT number FROM images WHERE hash = ?1",
+            params![hash.0],
+            |r| r.get(0),
+        )?;
+        Ok(n as u32)
+    }
+
+    /// The blob of image `number`.
+    pub fn image_blob(&self, number: u32) -> Result<BlobHash> {
+        self.conn()
+            .query_row(
+                "SELECT hash FROM images WHERE number = ?1",
+                params![number as i64],
+                |r| r.get(0),
+            )
+            .optional()?
+            .map(BlobHash)
+            .ok_or(StoreError::NotFound {
+                what: "image",
+                id: number as i64,
+            })
+    }
+
+    /// The bytes of image `number`, checked against their hash.
+    pub fn image(&self, number: u32) -> Result<Vec<u8>> {
+        self.blob(&self.image_blob(number)?)
+    }
+
     // ---- nights and checkpoints -------------------------------------------
 
     pub fn start_night(&self) -> Result<i64> {

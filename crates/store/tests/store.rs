@@ -95,6 +95,36 @@ fn blobs_are_content_addressed_and_read_only() {
 }
 
 #[test]
+fn images_are_numbered_once_and_lead_to_their_blob() {
+    let (_d, s) = open();
+    let a = s.put_blob("a.png", b"picture a").unwrap();
+    let b = s.put_blob("b.png", b"picture b").unwrap();
+    let na = s.image_number(&a).unwrap();
+    let nb = s.image_number(&b).unwrap();
+    assert!(na >= 1 && nb != na);
+    assert_eq!(
+        s.image_number(&a).unwrap(),
+        na,
+        "the same image keeps its number"
+    );
+    assert_eq!(s.image(nb).unwrap(), b"picture b");
+    // Positions recorded with the number survive in a message's tokens.
+    let ch = s.create_channel("img").unwrap();
+    let mut span = TokenSpan::default();
+    span.extend_role(&[5, 6], TokenRole::User);
+    span.extend_role(&[reverie_core::image_token(na); 3], TokenRole::User);
+    s.append_message(ch, MessageRole::User, "look", &span)
+        .unwrap();
+    let back = &s.messages(ch).unwrap()[0].tokens;
+    assert_eq!(back.ids[2..], [reverie_core::image_token(na); 3]);
+    let err = s.image(na + nb + 10).unwrap_err().to_string();
+    assert!(
+        err.contains("image") && err.contains("does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_context_counts_the_tokens_of_messages_not_taken_back() {
     let (_d, s) = open();
     let ch = s.create_channel("ctx").unwrap();
@@ -187,7 +217,7 @@ fn reopening_keeps_schema_and_data() {
             .unwrap();
     }
     let s = Store::open(&home).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 10);
+    assert_eq!(s.schema_version().unwrap(), 11);
     let ch = s.ensure_channel("keep").unwrap();
     assert_eq!(s.messages(ch).unwrap()[0].text, "persist");
 }

@@ -247,7 +247,7 @@ impl Toolbox {
             })
     }
 
-    pub(crate) fn services(&self) -> &Services {
+    pub fn services(&self) -> &Services {
         &self.services
     }
 

@@ -27,6 +27,8 @@ pub struct ToolCallView {
     pub arguments: String,
     pub result: Option<String>,
     pub ok: Option<bool>,
+    /// Files the call showed in the chat.
+    pub attachments: Vec<reverie_store::CallAttachment>,
 }
 
 #[derive(Serialize)]
@@ -121,6 +123,7 @@ pub async fn channel_history(app: State<'_, Arc<App>>, name: String) -> Reply<Ve
                 arguments: t.arguments,
                 result: t.result,
                 ok: t.ok,
+                attachments: t.attachments,
             })
             .collect();
         out.push(MessageView {
@@ -348,6 +351,29 @@ pub async fn save_attachment(
         path,
         bytes: bytes.len(),
     })
+}
+
+/// The largest image the chat shows inline.
+const MAX_INLINE_IMAGE: usize = 20 << 20;
+
+/// A stored image as a `data:` URL the chat shows inline. Only images: any
+/// other blob is refused, so the window cannot read arbitrary stored files.
+#[tauri::command]
+pub async fn image_data(app: State<'_, Arc<App>>, blob: String) -> Reply<String> {
+    if blob.len() != 64 || !blob.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return refuse(format!("{blob:?} is not a blob hash"));
+    }
+    let bytes = app
+        .store
+        .blob(&reverie_store::BlobHash(blob.to_ascii_lowercase()))?;
+    if bytes.len() > MAX_INLINE_IMAGE {
+        return refuse("the image is too large to show inline");
+    }
+    let Some(kind) = reverie_tools::image_kind(&bytes) else {
+        return refuse("the attachment is not an image");
+    };
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(format!("data:image/{kind};base64,{data}"))
 }
 
 #[cfg(test)]

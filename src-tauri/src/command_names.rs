@@ -24,6 +24,7 @@ pub const COMMANDS: &[&str] = &[
     "regenerate",
     "edit_message",
     "save_attachment",
+    "image_data",
     "open_link",
     "list_episodes",
     "episode",

@@ -113,6 +113,7 @@ fn main() -> ExitCode {
             chat::regenerate,
             chat::edit_message,
             chat::save_attachment,
+            chat::image_data,
             chat::open_link,
             review::list_episodes,
             review::episode,

@@ -64,6 +64,8 @@ export const api = {
   openLink: (url: string) => invoke<void>("open_link", { url }),
   saveAttachment: (name: string, fileName: string, dataBase64: string) =>
     invoke<SavedAttachment>("save_attachment", { name, fileName, dataBase64 }),
+  /** A stored image (by its blob hash) as a `data:` URL. */
+  imageData: (blob: string) => invoke<string>("image_data", { blob }),
 
   listEpisodes: () =>
     invoke<EpisodeSummary[]>("list_episodes", { tzOffsetMin: new Date().getTimezoneOffset() }),

@@ -33,6 +33,8 @@ export interface ToolCallView {
   arguments: string;
   result: string | null;
   ok: boolean | null;
+  /** Files the call showed in the chat. */
+  attachments: { blob: string; name: string; image: boolean }[];
 }
 
 export type MessageRole = "system" | "user" | "assistant" | "tool";

@@ -8,7 +8,7 @@ use reverie_infer::{
     ChatMessage, Constraint, Engine, GenEvent, GenerateRequest, ImageRun, InferError, ToolCalling,
     ToolChoice, Transcript,
 };
-use reverie_store::Store;
+use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
@@ -456,6 +456,19 @@ impl<'a> ChannelSession<'a> {
                         match result {
                             Ok(out) => {
                                 let mut text = out.text;
+                                let shown: Vec<CallAttachment> = out
+                                    .attachments
+                                    .iter()
+                                    .map(|a| CallAttachment {
+                                        blob: a.blob.clone(),
+                                        name: a.name.clone(),
+                                        image: a.is_image,
+                                    })
+                                    .collect();
+                                if !shown.is_empty() {
+                                    self.store
+                                        .set_call_attachments(reply_message, &call_id, &shown)?;
+                                }
                                 for a in out.attachments {
                                     if a.is_image && self.engine.can_see() {
                                         match self.image_run(&a.blob) {

@@ -36,8 +36,8 @@ pub use error::StoreError;
 pub use feedback::Feedback;
 pub use practice::{EpisodeKind, NewEpisode, PracticeEpisode};
 pub use records::{
-    BoardPost, Channel, Checkpoint, Night, NightStatus, Note, NoteChange, Revision, RevisionState,
-    ToolCall,
+    BoardPost, CallAttachment, Channel, Checkpoint, Night, NightStatus, Note, NoteChange, Revision,
+    RevisionState, ToolCall,
 };
 pub use review::ReviewMark;
 pub use store::Store;

@@ -217,12 +217,15 @@ pub const MIGRATIONS: &[&str] = &[
     // 11: images the model saw, numbered: every position of an image in a
     // token sequence carries the negative of its number, and the number
     // leads to the blob, so a conversation replays whatever became of the
-    // file it came from.
+    // file it came from; and the files each call showed in the chat.
     r#"
     CREATE TABLE images (
         number INTEGER PRIMARY KEY,
         hash   TEXT NOT NULL UNIQUE REFERENCES blobs(hash)
     );
+    -- The files a call showed in the chat (JSON: blob, name, image), so a
+    -- channel opened again shows them where they were.
+    ALTER TABLE tool_calls ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
     "#,
 ];
 

@@ -23,6 +23,17 @@ pub struct ToolCall {
     pub arguments: String,
     pub result: Option<String>,
     pub ok: Option<bool>,
+    /// Files the call showed in the chat.
+    pub attachments: Vec<CallAttachment>,
+}
+
+/// A file a tool call showed in the chat: its blob, its name, and whether
+/// it is an image (shown inline).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CallAttachment {
+    pub blob: String,
+    pub name: String,
+    pub image: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use crate::blobs::{self, BlobHash};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::migrations::MIGRATIONS;
-use crate::records::{Channel, Checkpoint, Night, NightStatus, ToolCall};
+use crate::records::{CallAttachment, Channel, Checkpoint, Night, NightStatus, ToolCall};
 
 /// Reverie's database and blob folder. Cheap to share behind an `Arc`; calls
 /// are serialized on one connection.
@@ -364,6 +364,21 @@ impl Store {
         one_call(n, message)
     }
 
+    /// Records the files call `call_id` of reply `message` showed in the chat.
+    pub fn set_call_attachments(
+        &self,
+        message: MessageId,
+        call_id: &str,
+        attachments: &[CallAttachment],
+    ) -> Result<()> {
+        let json = serde_json::to_string(attachments).expect("attachments serialize");
+        let n = self.conn().execute(
+            "UPDATE tool_calls SET attachments = ?1 WHERE message_id = ?2 AND call_id = ?3",
+            params![json, message.0, call_id],
+        )?;
+        one_call(n, message)
+    }
+
     /// Records that call `call_id` of reply `message` repeated an earlier
     /// call of its turn to no effect (same arguments, same result).
     pub fn mark_repeated_call(&self, message: MessageId, call_id: &str) -> Result<()> {
@@ -390,10 +405,11 @@ impl Store {
     pub fn tool_calls(&self, message: MessageId) -> Result<Vec<ToolCall>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT message_id, call_id, name, arguments, result, ok
+            "SELECT message_id, call_id, name, arguments, result, ok, attachments
              FROM tool_calls WHERE message_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([message.0], |r| {
+            let attachments: String = r.get(6)?;
             Ok(ToolCall {
                 message: MessageId(r.get(0)?),
                 call_id: r.get(1)?,
@@ -401,6 +417,8 @@ impl Store {
                 arguments: r.get(3)?,
                 result: r.get(4)?,
                 ok: r.get(5)?,
+                // Written by this module only; unreadable means none.
+                attachments: serde_json::from_str(&attachments).unwrap_or_default(),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

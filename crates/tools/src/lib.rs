@@ -73,6 +73,7 @@ pub use camera::DeviceCamera;
 pub use camera::{Frame, FrameSource, NoCamera, SyntheticCamera};
 pub use error::ToolError;
 pub use jobs::JobTable;
+pub use media::image_kind;
 pub use sandbox::{SandboxMode, Support as SandboxSupport};
 pub use services::Services;
 pub use system::{agent_section_text, section_with_summary};

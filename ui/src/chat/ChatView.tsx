@@ -6,6 +6,7 @@ import { SystemPrompt } from "./SystemPrompt";
 import { CameraIcon, PaperclipIcon } from "../icons";
 import { ContextMeter } from "./ContextMeter";
 import { Markdown } from "./Markdown";
+import { Attachment } from "./Attachment";
 import { ToolCard } from "./ToolCard";
 import { Webcam } from "./Webcam";
 
@@ -56,7 +57,8 @@ function Rating({ id, rating, onRate }: { id: number; rating: boolean | null; on
 export function ChatView({ channel }: { channel: string }) {
   const [items, setItems] = useState<Item[]>([]);
   const [draft, setDraft] = useState("");
-  const [attached, setAttached] = useState<string[]>([]);
+  /** Files saved for the next message; images with a preview to show. */
+  const [attached, setAttached] = useState<{ path: string; preview: string | null }[]>([]);
   const [problem, setProblem] = useState<string | null>(null);
   const [editing, setEditing] = useState<{ id: number; text: string } | null>(null);
   const [showPrompt, setShowPrompt] = useState(false);
@@ -88,7 +90,7 @@ export function ChatView({ channel }: { channel: string }) {
   }, []);
 
   const send = async () => {
-    const text = [draft.trim(), ...attached.map((p) => `[attached: ${p}]`)].filter(Boolean).join("\n\n");
+    const text = [draft.trim(), ...attached.map((a) => `[attached: ${a.path}]`)].filter(Boolean).join("\n\n");
     if (!text || busy) return;
     setDraft("");
     setAttached([]);
@@ -153,8 +155,10 @@ export function ChatView({ channel }: { channel: string }) {
   const attach = async (files: FileList | File[]) => {
     for (const f of Array.from(files)) {
       try {
-        const saved = await api.saveAttachment(channel, f.name, await toBase64(f));
-        setAttached((a) => [...a, saved.path]);
+        const data = await toBase64(f);
+        const saved = await api.saveAttachment(channel, f.name, data);
+        const preview = f.type.startsWith("image/") ? `data:${f.type};base64,${data}` : null;
+        setAttached((a) => [...a, { path: saved.path, preview }]);
       } catch (e) {
         setProblem(`${f.name}: ${errorText(e)}`);
       }
@@ -165,7 +169,7 @@ export function ChatView({ channel }: { channel: string }) {
     setShowCam(false);
     try {
       const saved = await api.saveAttachment(channel, `webcam-${Date.now()}.png`, png);
-      setAttached((a) => [...a, saved.path]);
+      setAttached((a) => [...a, { path: saved.path, preview: `data:image/png;base64,${png}` }]);
     } catch (e) {
       setProblem(errorText(e));
     }
@@ -237,7 +241,7 @@ export function ChatView({ channel }: { channel: string }) {
                 </div>
               );
             case "attachment":
-              return <div key={k} className="notice"><PaperclipIcon /> {it.name}</div>;
+              return <Attachment key={k} blob={it.blob} name={it.name} image={it.image} />;
             case "error":
               return <div key={k} className="error" role="alert">{it.text}</div>;
           }
@@ -247,9 +251,10 @@ export function ChatView({ channel }: { channel: string }) {
       {problem && <div className="error" role="alert">{problem}</div>}
       {attached.length > 0 && (
         <div className="chips">
-          {attached.map((p) => (
+          {attached.map(({ path: p, preview }) => (
             <span key={p} className="chip">
-              <PaperclipIcon /> {p} <button aria-label={`Remove ${p}`} onClick={() => setAttached((a) => a.filter((x) => x !== p))}>×</button>
+              {preview ? <img className="thumb" src={preview} alt="" data-testid="attachment-preview" /> : <PaperclipIcon />} {p}{" "}
+              <button aria-label={`Remove ${p}`} onClick={() => setAttached((a) => a.filter((x) => x.path !== p))}>×</button>
             </span>
           ))}
         </div>

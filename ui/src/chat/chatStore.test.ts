@@ -49,7 +49,7 @@ describe("chat store", () => {
     ]);
     expect(live[0]).toMatchObject({ kind: "assistant", text: "" });
     const stored = historyToItems([
-      { id: 1, role: "assistant", text: "```json\n" + bare + "\n```", created_ms: 0, tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "391", ok: true }], stray_end: false, feedback: null },
+      { id: 1, role: "assistant", text: "```json\n" + bare + "\n```", created_ms: 0, tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "391", ok: true, attachments: [] }], stray_end: false, feedback: null },
     ]);
     expect(stored.map((i) => i.kind)).toEqual(["tool"]);
     expect(isBareCall("The answer is {x}")).toBe(false);
@@ -73,7 +73,10 @@ describe("chat store", () => {
         role: "assistant",
         text: '<think>hmm</think><tool_call>{"name":"read_file","arguments":{"path":"a.txt"}}</tool_call>',
         created_ms: 0,
-        tool_calls: [{ call_id: "c", name: "read_file", arguments: '{"path":"a.txt"}', result: "1: hi", ok: true }],
+        tool_calls: [
+          { call_id: "c", name: "read_file", arguments: '{"path":"a.txt"}', result: "1: hi", ok: true, attachments: [] },
+          { call_id: "d", name: "load_image", arguments: '{"path":"a.png"}', result: "loaded", ok: true, attachments: [{ blob: "ff", name: "a.png", image: true }] },
+        ],
         stray_end: false,
         feedback: null,
       },
@@ -81,7 +84,8 @@ describe("chat store", () => {
       { id: 5, role: "assistant", text: "It says hi.", created_ms: 0, tool_calls: [], stray_end: true, feedback: null },
     ];
     const items = historyToItems(msgs);
-    expect(items.map((i) => i.kind)).toEqual(["user", "tool", "assistant", "stray"]);
+    expect(items.map((i) => i.kind)).toEqual(["user", "tool", "tool", "attachment", "assistant", "stray"]);
+    expect(items[3]).toEqual({ kind: "attachment", blob: "ff", name: "a.png", image: true });
   });
 
   it("offers a rating on the reply that ends each turn, and keeps the stored one", () => {
@@ -92,7 +96,7 @@ describe("chat store", () => {
         role: "assistant",
         text: "Let me check.",
         created_ms: 0,
-        tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "51", ok: true }],
+        tool_calls: [{ call_id: "c", name: "python", arguments: "{}", result: "51", ok: true, attachments: [] }],
         stray_end: false,
         feedback: null,
       },

@@ -24,7 +24,7 @@ export type Item =
     }
   | { kind: "notice"; text: string }
   | { kind: "stray"; unintended: boolean }
-  | { kind: "attachment"; name: string; image: boolean }
+  | { kind: "attachment"; blob: string; name: string; image: boolean }
   | { kind: "error"; text: string };
 
 const TOOL_BLOCK = /<tool_call>[\s\S]*?(<\/tool_call>|$)/g;
@@ -68,6 +68,7 @@ export function historyToItems(messages: MessageView[]): Item[] {
           result: t.result,
           ok: t.ok,
         });
+        for (const a of t.attachments ?? []) items.push({ kind: "attachment", ...a });
       }
       if (m.stray_end) items.push({ kind: "stray", unintended: true });
     }
@@ -146,7 +147,7 @@ export function applyEvent(items: Item[], ev: ChatEvent): Item[] {
       return done;
     }
     case "attachment":
-      out.push({ kind: "attachment", name: ev.name, image: ev.image });
+      out.push({ kind: "attachment", blob: ev.blob, name: ev.name, image: ev.image });
       return out;
     case "notice":
       out.push({ kind: "notice", text: ev.text });

@@ -121,6 +121,27 @@ test("chat: attachments by picker and the webcam, then sent with the message", a
   expect(saved).toHaveLength(2);
 });
 
+test("chat: an image a tool shows is inline, also when the channel is opened again; attached images show a preview", async ({ page }) => {
+  await open(page);
+  await page.getByLabel("Message").fill("what is in the photo?");
+  await page.getByRole("button", { name: "Send" }).click();
+  const img = page.getByTestId("inline-image");
+  await expect(img).toBeVisible();
+  await expect(img).toHaveAttribute("alt", "photo.png");
+  await expect.poll(() => img.evaluate((e) => (e as HTMLImageElement).naturalWidth)).toBe(8);
+  await expect(page.getByTestId("assistant-message").last()).toContainText("ship the reviewer");
+  // Another channel and back: the history brings the image back.
+  await page.getByRole("button", { name: "# ledger" }).click();
+  await expect(page.getByTestId("inline-image")).toHaveCount(0);
+  await page.getByRole("button", { name: "# general" }).click();
+  await expect(page.getByTestId("inline-image")).toBeVisible();
+
+  const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4oaGBFTEMLQkAgl1GAWqNFmsAAAAASUVORK5CYII=", "base64");
+  await page.getByTestId("file-input").setInputFiles({ name: "cat.png", mimeType: "image/png", buffer: png });
+  await expect(page.getByTestId("attachment-preview")).toBeVisible();
+  await expect.poll(() => page.getByTestId("attachment-preview").evaluate((e) => (e as HTMLImageElement).naturalWidth)).toBe(8);
+});
+
 test("chat: files dropped on the chat are attached", async ({ page }) => {
   await open(page);
   const drop = await page.evaluateHandle(() => {

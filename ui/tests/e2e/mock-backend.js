@@ -70,6 +70,10 @@
     stopRequested: false,
   };
   let messageId = 100;
+  // An 8×8 red PNG that a tool "loaded", stored under this blob hash.
+  const PHOTO_BLOB = "ab".repeat(32);
+  const PHOTO_PNG =
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4oaGBFTEMLQkAgl1GAWqNFmsAAAAASUVORK5CYII=";
 
   function send(channel, message, index) {
     const cb = callbacks.get(channel.id);
@@ -105,6 +109,14 @@
     const list = state.messages[name];
     list.push({ id: ++messageId, role: "user", text, created_ms: Date.now(), tool_calls: [], stray_end: false, feedback: null });
     state.stopRequested = false;
+    if (/photo/i.test(text)) {
+      const shown = { blob: PHOTO_BLOB, name: "photo.png", image: true };
+      const call = { call_id: "t2", name: "load_image", arguments: '{"path":"photo.png"}', result: "loaded png image `photo.png`", ok: true, attachments: [shown] };
+      emit({ type: "tool_call_started", channel: ch.id, call_id: call.call_id, name: call.name, arguments: call.arguments });
+      emit({ type: "attachment", channel: ch.id, ...shown });
+      emit({ type: "tool_call_finished", channel: ch.id, call_id: call.call_id, ok: true, result: call.result });
+      list.push({ id: ++messageId, role: "assistant", text: "", created_ms: Date.now(), tool_calls: [call], stray_end: false, feedback: null });
+    }
     const wantsTool = /file|read/i.test(text);
     if (wantsTool) {
       emit({ type: "tool_call_started", channel: ch.id, call_id: "t1", name: "read_file", arguments: '{"path":"notes.md"}' });
@@ -307,6 +319,10 @@
       if (!c || c.undone) throw `no cleaning change ${id} to undo`;
       c.undone = true;
       return c;
+    },
+    image_data: ({ blob }) => {
+      if (blob !== PHOTO_BLOB) throw "the attachment is not an image";
+      return `data:image/png;base64,${PHOTO_PNG}`;
     },
     save_attachment: ({ fileName, dataBase64 }) => ({ path: `attachments/${fileName}`, bytes: Math.floor((dataBase64.length * 3) / 4) }),
     list_episodes: () => [

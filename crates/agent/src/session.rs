@@ -18,6 +18,20 @@ use crate::toolcall::ParsedCall;
 
 /// Whether a tool message is the result of a call that repeated an earlier
 /// call of its turn to no effect (same arguments, same result).
+/// The paths of files attached to a message: `[attached: PATH]`.
+fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
+    text.split("[attached: ")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(']').map(|(p, _)| p.trim()))
+}
+
+fn is_image_name(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    [".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"]
+        .iter()
+        .any(|x| lower.ends_with(x))
+}
+
 pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
     tool_message.ends_with(REPEAT_HINT)
 }
@@ -245,9 +259,9 @@ impl<'a> ChannelSession<'a> {
             self.give_transcript_its_tools();
         }
         let mut t = self.transcript.clone();
-        let span = self
-            .engine
-            .extend_transcript(&mut t, &[ChatMessage::new(MessageRole::User, text)])?;
+        let mut user = ChatMessage::new(MessageRole::User, text);
+        user.images = self.attached_images(text);
+        let span = self.engine.extend_transcript(&mut t, &[user])?;
         let user_message = self
             .store
             .append_message(ch, MessageRole::User, text, &span)?;
@@ -378,6 +392,24 @@ impl<'a> ChannelSession<'a> {
     /// Runs the calls of one reply, reporting each, and returns the result
     /// texts in order. Calls past the turn's limit, after a cancel, or in a
     /// reply that was cut off are answered without being run.
+    /// The images the person attached to `text` (`[attached: PATH]`, as
+    /// the window writes it), for a model that can see. One that cannot be
+    /// read is left to the model's own `load_image`.
+    fn attached_images(&self, text: &str) -> Vec<ImageRun> {
+        let Some(tools) = self.tools.as_ref().filter(|_| self.engine.can_see()) else {
+            return Vec::new();
+        };
+        attached_paths(text)
+            .filter(|p| is_image_name(p))
+            .filter_map(|p| {
+                let hash = tools.toolbox.store_image(p).ok()?;
+                self.image_run(&hash)
+                    .map_err(|why| tracing::info!("attached image {p} not shown: {why}"))
+                    .ok()
+            })
+            .collect()
+    }
+
     /// The image stored as blob `hash`, numbered and measured for the model.
     fn image_run(&self, hash: &str) -> Result<ImageRun, String> {
         let hash = reverie_store::BlobHash(hash.to_string());

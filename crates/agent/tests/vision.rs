@@ -128,3 +128,45 @@ fn a_loaded_image_is_seen_recorded_and_replayed_from_its_blob() {
         "the replay samples what was recorded"
     );
 }
+
+#[test]
+fn an_image_the_person_attaches_goes_to_the_model_with_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join("home"));
+    let store = Arc::new(Store::open(&home).unwrap());
+    let services = Arc::new(Services::new(&home));
+    let engine = seeing_engine(dir.path());
+    reverie_agent::show_images(&engine, &store);
+    let id = store.ensure_channel("attach").unwrap();
+    let ws = services.default_workspace(id);
+    std::fs::create_dir_all(ws.join("attachments")).unwrap();
+    let cat = projector::picture(40, 6);
+    std::fs::write(ws.join("attachments/cat.bmp"), &cat).unwrap();
+    std::fs::write(ws.join("attachments/notes.txt"), "not a picture").unwrap();
+    let setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+    let mut s = ChannelSession::open(&engine, &store, "attach", "Be brief.")
+        .unwrap()
+        .with_tools(setup);
+    s.send(
+        "What animal is this?\n\n[attached: attachments/cat.bmp]\n\n[attached: attachments/notes.txt]\n\n[attached: attachments/gone.png]",
+        &SamplingParams::greedy(4),
+        &CancelFlag::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let msgs = store.messages(id).unwrap();
+    let user = msgs.iter().find(|m| m.role == MessageRole::User).unwrap();
+    let images: Vec<(i32, TokenRole)> = user
+        .tokens
+        .ids
+        .iter()
+        .zip(&user.tokens.roles)
+        .filter(|(&i, _)| i < 0)
+        .map(|(&i, &r)| (i, r))
+        .collect();
+    // The picture only: the text file and the missing file are not images.
+    assert_eq!(images.len(), projector::IMAGE_TOKENS);
+    assert!(images.iter().all(|&(_, r)| r == TokenRole::User));
+    let number = image_number(images[0].0).unwrap();
+    assert_eq!(store.image(number).unwrap(), cat);
+}

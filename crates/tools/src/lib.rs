@@ -252,6 +252,12 @@ impl Toolbox {
         &self.services
     }
 
+    /// Stores the workspace image `rel` (a file the person attached) as a
+    /// blob and returns its hash.
+    pub fn store_image(&self, rel: &str) -> Result<String, ToolError> {
+        media::store_image(self, rel).map(|(hash, _, _)| hash.0)
+    }
+
     pub(crate) fn channel_name(&self) -> &str {
         &self.channel_name
     }

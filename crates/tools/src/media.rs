@@ -131,21 +131,29 @@ struct PathArg {
     path: String,
 }
 
-fn load_image(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
-    let a: PathArg = parse_args("load_image", args)?;
-    let bytes = read_bytes(tb, &a.path, MAX_ATTACHMENT_BYTES)?;
+/// Stores the workspace image `rel` as a blob: its hash, its format and
+/// its size.
+pub(crate) fn store_image(
+    tb: &Toolbox,
+    rel: &str,
+) -> Result<(reverie_store::BlobHash, &'static str, usize), ToolError> {
+    let bytes = read_bytes(tb, rel, MAX_ATTACHMENT_BYTES)?;
     let kind = image_kind(&bytes).ok_or_else(|| {
         ToolError::refused(format!(
-            "`{}` is not an image (PNG, JPEG, GIF, WebP or BMP)",
-            a.path
+            "`{rel}` is not an image (PNG, JPEG, GIF, WebP or BMP)"
         ))
     })?;
-    let blob = tb.store().put_blob(&a.path, &bytes)?;
+    Ok((tb.store().put_blob(rel, &bytes)?, kind, bytes.len()))
+}
+
+fn load_image(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
+    let a: PathArg = parse_args("load_image", args)?;
+    let (blob, kind, len) = store_image(tb, &a.path)?;
     Ok(ToolOutput {
         text: format!(
             "loaded {kind} image `{}` ({} bytes) into the chat as blob {}.{}",
             a.path,
-            bytes.len(),
+            len,
             blob.0,
             vision_notice(tb)
         ),

@@ -89,9 +89,14 @@ pub async fn episode(
             .zip(&m.tokens.roles)
             .enumerate()
             .map(|(i, (&id, &role))| TokenView {
-                piece: engine
-                    .as_ref()
-                    .map_or_else(|| format!("#{id} "), |e| e.detokenize(&[id], true)),
+                piece: match (reverie_core::image_number(id), &engine) {
+                    // An image's positions are embeddings, not text: the
+                    // first names it, the rest are blank.
+                    (Some(_), _) if i > 0 && m.tokens.ids[i - 1] == id => String::new(),
+                    (Some(n), _) => format!("[image {n}]"),
+                    (None, Some(e)) => e.detokenize(&[id], true),
+                    (None, None) => format!("#{id} "),
+                },
                 role: role.as_str(),
                 advantage: advs.get(i).copied().flatten(),
             })

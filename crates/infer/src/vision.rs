@@ -118,7 +118,7 @@ impl Vision {
         let mut ctx = self.lock();
         let chunks = Self::chunks(&ctx, bytes)?;
         let len = chunks.total_tokens();
-        if len == 0 || run % len != 0 {
+        if len == 0 || !run.is_multiple_of(len) {
             return Err(vision_error(format!(
                 "the image takes {len} positions with this projector but {run} were recorded; it was seen with another projector"
             )));

@@ -43,20 +43,14 @@ fn config(mmproj: Option<&Path>) -> EngineConfig {
 }
 
 fn red() -> Vec<u8> {
-    bmp(40, |_, _| [220, 20, 30])
+    projector::picture(40, 1)
 }
 
 fn stripes() -> Vec<u8> {
-    bmp(40, |x, y| {
-        if (x / 4 + y / 4) % 2 == 0 {
-            [0, 0, 0]
-        } else {
-            [255, 255, 0]
-        }
-    })
+    projector::picture(40, 4)
 }
 
-/// Serves image 1 (red) and image 2 (stripes).
+/// Serves image 1 and image 2, two different pictures.
 fn source() -> reverie_infer::ImageSource {
     Arc::new(|n| match n {
         1 => Ok(red()),

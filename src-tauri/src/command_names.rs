@@ -6,6 +6,8 @@ pub const COMMANDS: &[&str] = &[
     "fetch_default_model",
     "list_models",
     "choose_model",
+    "projector_status",
+    "choose_projector",
     "get_settings",
     "set_settings",
     "api_status",

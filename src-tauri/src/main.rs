@@ -95,6 +95,8 @@ fn main() -> ExitCode {
             setup::fetch_default_model,
             setup::list_models,
             setup::choose_model,
+            setup::projector_status,
+            setup::choose_projector,
             setup::get_settings,
             setup::set_settings,
             setup::api_status,

@@ -184,6 +184,61 @@ pub async fn choose_model(app: State<'_, Arc<App>>, path: String) -> Reply<Model
     Ok(model_view(rt.engine.info()))
 }
 
+/// The multimodal projector: the file that lets the model see images.
+#[derive(Serialize)]
+pub struct ProjectorView {
+    /// The projector chosen or found beside the model, if any.
+    pub path: Option<String>,
+    /// The loaded model sees images (`None`: no model is loaded yet).
+    pub seeing: Option<bool>,
+    /// Why the projector is not in use, where it is not.
+    pub problem: Option<String>,
+}
+
+fn projector_view(app: &App) -> ProjectorView {
+    let found = app
+        .model_path()
+        .map(|m| reverie_models::projector::find(&app.home, &m));
+    let (path, problem) = match found {
+        Some(Ok(p)) => (p.map(|p| p.display().to_string()), None),
+        Some(Err(e)) => (None, Some(e.to_string())),
+        None => (None, None),
+    };
+    let seeing = app.loaded().map(|rt| rt.engine.can_see());
+    let problem = problem.or_else(|| {
+        (path.is_some() && seeing == Some(false)).then(|| {
+            "the projector did not load with this model (it may be made for another); choose the one made for it".to_string()
+        })
+    });
+    ProjectorView {
+        path,
+        seeing,
+        problem,
+    }
+}
+
+#[tauri::command]
+pub async fn projector_status(app: State<'_, Arc<App>>) -> Reply<ProjectorView> {
+    Ok(projector_view(&app))
+}
+
+/// Chooses the projector (`None` forgets the choice) and loads the model
+/// again with it.
+#[tauri::command]
+pub async fn choose_projector(
+    app: State<'_, Arc<App>>,
+    path: Option<String>,
+) -> Reply<ProjectorView> {
+    if app.night.running() {
+        return refuse("a night is running; the projector changes when it ends");
+    }
+    let path = path.map(|p| PathBuf::from(p.trim()));
+    reverie_models::projector::choose(&app.home, path.as_deref())?;
+    app.unload();
+    app.runtime()?;
+    Ok(projector_view(&app))
+}
+
 #[tauri::command]
 pub async fn get_settings(app: State<'_, Arc<App>>) -> Reply<Settings> {
     Ok(app.settings())

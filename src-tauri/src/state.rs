@@ -226,6 +226,16 @@ impl App {
     /// swapped in without losing any channel.
     pub fn choose_model(&self, path: &std::path::Path) -> anyhow::Result<PathBuf> {
         let path = reverie_models::active::set_active(&self.home, path)?;
+        // A model that brings another projector loads afresh with it (a
+        // swap keeps the engine's projector).
+        let projector = reverie_models::projector::find(&self.home, &path).unwrap_or(None);
+        if let Some(rt) = self.loaded() {
+            if rt.engine.config().mmproj != projector {
+                lock(&self.launch).model = Some(path.clone());
+                self.unload();
+                return Ok(path);
+            }
+        }
         self.wake_up(&path)?;
         Ok(path)
     }

@@ -2,11 +2,13 @@ import { useEffect, useState } from "react";
 import { bytes } from "./format";
 import { api, errorText } from "./ipc";
 import { useSettings } from "./useSettings";
-import type { ApiView, HealthView, ModelChoice, NoteChangeView, Settings } from "./types";
+import type { ApiView, HealthView, ModelChoice, NoteChangeView, ProjectorView, Settings } from "./types";
 
 export function SettingsView({ channel, onChanged }: { channel: string; onChanged: () => void }) {
   const [models, setModels] = useState<ModelChoice[]>([]);
   const [path, setPath] = useState("");
+  const [projector, setProjector] = useState<ProjectorView | null>(null);
+  const [projectorPath, setProjectorPath] = useState("");
   const [health, setHealth] = useState<HealthView | null>(null);
   const { settings: s, save, status, setStatus } = useSettings();
   const [busy, setBusy] = useState(false);
@@ -19,6 +21,7 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
 
   useEffect(() => {
     api.listModels().then(setModels).catch((e) => setStatus(errorText(e)));
+    api.projectorStatus().then(setProjector).catch(() => setProjector(null));
     api.health(channel).then(setHealth).catch((e) => setStatus(errorText(e)));
   }, [channel, setStatus]);
 
@@ -29,6 +32,7 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
       const m = await api.chooseModel(p);
       setStatus(`Now running ${m.name} (${m.architecture}, ${bytes(m.file_size)}).`);
       setModels(await api.listModels());
+      setProjector(await api.projectorStatus());
       onChanged();
     } catch (e) {
       setStatus(errorText(e));
@@ -37,6 +41,21 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
     }
   };
 
+
+  const chooseProjector = async (p: string | null) => {
+    setBusy(true);
+    setStatus(p ? `loading the model with ${p}…` : "loading the model without a chosen projector…");
+    try {
+      const v = await api.chooseProjector(p);
+      setProjector(v);
+      setStatus(v.seeing ? "The model sees images now." : v.problem ?? "The model cannot see images.");
+      onChanged();
+    } catch (e) {
+      setStatus(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
 
   const num = (v: string) => (v === "" ? 0 : Number(v));
   return (
@@ -62,6 +81,25 @@ export function SettingsView({ channel, onChanged }: { channel: string; onChange
       >
         <input aria-label="GGUF file" placeholder="/path/to/any-model.gguf" value={path} onChange={(e) => setPath(e.target.value)} />
         <button type="submit" disabled={busy}>Use this GGUF</button>
+      </form>
+      <h3>Images</h3>
+      <p data-testid="projector-status">
+        {projector?.path
+          ? projector.seeing === false
+            ? `Not seeing: ${projector.problem ?? projector.path}`
+            : `Images reach the model through ${projector.path}.`
+          : projector?.problem ?? "The model cannot see images: it has no multimodal projector (an mmproj GGUF beside it, or chosen here)."}
+      </p>
+      <form
+        className="row"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (projectorPath.trim()) void chooseProjector(projectorPath.trim());
+        }}
+      >
+        <input aria-label="Projector file" placeholder="/path/to/mmproj-model.gguf" value={projectorPath} onChange={(e) => setProjectorPath(e.target.value)} />
+        <button type="submit" disabled={busy}>Use this projector</button>
+        {projector?.path && <button type="button" className="link" disabled={busy} onClick={() => void chooseProjector(null)}>Forget the choice</button>}
       </form>
       {s && (
         <>

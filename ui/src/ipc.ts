@@ -16,6 +16,7 @@ import type {
   ContextView,
   ModelChoice,
   ModelView,
+  ProjectorView,
   NightView,
   NoteChangeView,
   SavedAttachment,
@@ -37,6 +38,9 @@ export const api = {
     invoke<void>("fetch_default_model", { onEvent: channel(on) }),
   listModels: () => invoke<ModelChoice[]>("list_models"),
   chooseModel: (path: string) => invoke<ModelView>("choose_model", { path }),
+  projectorStatus: () => invoke<ProjectorView>("projector_status"),
+  /** Chooses the projector (null forgets the choice); the model loads again. */
+  chooseProjector: (path: string | null) => invoke<ProjectorView>("choose_projector", { path }),
   getSettings: () => invoke<Settings>("get_settings"),
   setSettings: (settings: Settings) => invoke<void>("set_settings", { settings }),
   health: (name: string) => invoke<HealthView>("health", { name }),

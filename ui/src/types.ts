@@ -87,6 +87,14 @@ export type FetchEvent =
   | { kind: "done"; path: string }
   | { kind: "failed"; message: string };
 
+/** The multimodal projector that lets the model see images. */
+export interface ProjectorView {
+  path: string | null;
+  /** The loaded model sees images (null: no model loaded yet). */
+  seeing: boolean | null;
+  problem: string | null;
+}
+
 export interface ModelChoice {
   path: string;
   label: string;

@@ -289,6 +289,16 @@ test("settings: dark theme, sampling, model choice, health", async ({ page }) =>
   await page.getByLabel("GGUF file").fill("/models/other.gguf");
   await page.getByRole("button", { name: "Use this GGUF" }).click();
   await expect(page.getByRole("status")).toContainText("Now running Custom");
+  await expect(page.getByTestId("projector-status")).toContainText("cannot see images");
+  await page.getByLabel("Projector file").fill("/models/other.gguf");
+  await page.getByRole("button", { name: "Use this projector" }).click();
+  await expect(page.getByRole("status")).toContainText("not a multimodal projector");
+  await page.getByLabel("Projector file").fill("/models/mmproj-other.gguf");
+  await page.getByRole("button", { name: "Use this projector" }).click();
+  await expect(page.getByRole("status")).toContainText("sees images now");
+  await expect(page.getByTestId("projector-status")).toContainText("/models/mmproj-other.gguf");
+  await page.getByRole("button", { name: "Forget the choice" }).click();
+  await expect(page.getByTestId("projector-status")).toContainText("cannot see images");
   const sandbox = page.getByLabel(/Sandbox for Python/);
   await expect(sandbox).toBeChecked();
   await sandbox.uncheck();

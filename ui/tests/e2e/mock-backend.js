@@ -248,6 +248,12 @@
       state.modelPath = path;
       return { path, name: "Custom", architecture: "llama", file_size: 1000, n_params: 10, n_ctx_train: 4096 };
     },
+    projector_status: () => ({ path: state.projector ?? null, seeing: Boolean(state.projector), problem: null }),
+    choose_projector: ({ path }) => {
+      if (path !== null && !path.includes("mmproj")) throw `${path}: not a multimodal projector (an mmproj GGUF, architecture \`clip\`)`;
+      state.projector = path;
+      return { path, seeing: path !== null, problem: null };
+    },
     get_settings: () => structuredClone(state.settings),
     set_settings: ({ settings }) => {
       if (settings.idle_minutes === 0) throw "idle minutes must be at least 1 (or off)";

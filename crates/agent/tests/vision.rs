@@ -34,14 +34,21 @@ fn seeing_engine(dir: &std::path::Path) -> Engine {
     .unwrap()
 }
 
-#[test]
-fn a_loaded_image_is_seen_recorded_and_replayed_from_its_blob() {
+/// A data folder with its store and services, and an engine that sees
+/// through the store.
+fn setup() -> (tempfile::TempDir, Arc<Store>, Arc<Services>, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new(dir.path().join("home"));
     let store = Arc::new(Store::open(&home).unwrap());
     let services = Arc::new(Services::new(&home));
     let engine = seeing_engine(dir.path());
     reverie_agent::show_images(&engine, &store);
+    (dir, store, services, engine)
+}
+
+#[test]
+fn a_loaded_image_is_seen_recorded_and_replayed_from_its_blob() {
+    let (dir, store, services, engine) = setup();
     let id = store.ensure_channel("look").unwrap();
     let ws = services.default_workspace(id);
     std::fs::create_dir_all(&ws).unwrap();
@@ -131,12 +138,7 @@ fn a_loaded_image_is_seen_recorded_and_replayed_from_its_blob() {
 
 #[test]
 fn an_image_the_person_attaches_goes_to_the_model_with_the_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Home::new(dir.path().join("home"));
-    let store = Arc::new(Store::open(&home).unwrap());
-    let services = Arc::new(Services::new(&home));
-    let engine = seeing_engine(dir.path());
-    reverie_agent::show_images(&engine, &store);
+    let (_dir, store, services, engine) = setup();
     let id = store.ensure_channel("attach").unwrap();
     let ws = services.default_workspace(id);
     std::fs::create_dir_all(ws.join("attachments")).unwrap();

@@ -115,6 +115,17 @@ fn an_image_reaches_the_model_and_its_positions_are_recorded() {
     }
 }
 
+/// Why a generation of `prompt` that starts fails.
+fn failure(engine: &Engine, prompt: Vec<i32>) -> String {
+    let req = GenerateRequest::new(ChannelId(1), prompt, SamplingParams::greedy(2));
+    engine
+        .generate(req)
+        .unwrap()
+        .complete()
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn image_failures_say_what_is_wrong() {
     let p = pair();
@@ -139,42 +150,15 @@ fn image_failures_say_what_is_wrong() {
     let engine = Engine::load(&p.model, config(Some(&p.mmproj))).unwrap();
     // No source set yet: the generation fails and says why.
     let t = prompt_with(&engine, 1, &red());
-    let err = engine
-        .generate(GenerateRequest::new(
-            ChannelId(1),
-            t.tokens.ids.clone(),
-            SamplingParams::greedy(2),
-        ))
-        .unwrap()
-        .complete()
-        .unwrap_err()
-        .to_string();
+    let err = failure(&engine, t.tokens.ids.clone());
     assert!(err.contains("no image source"), "{err}");
     // A source that lost the image.
     engine.set_image_source(Arc::new(|n| Err(format!("blob of image {n} is missing"))));
-    let err = engine
-        .generate(GenerateRequest::new(
-            ChannelId(1),
-            t.tokens.ids.clone(),
-            SamplingParams::greedy(2),
-        ))
-        .unwrap()
-        .complete()
-        .unwrap_err()
-        .to_string();
+    let err = failure(&engine, t.tokens.ids.clone());
     assert!(err.contains("missing"), "{err}");
     // A run whose length this projector would not make.
     engine.set_image_source(source());
-    let err = engine
-        .generate(GenerateRequest::new(
-            ChannelId(1),
-            prompt,
-            SamplingParams::greedy(2),
-        ))
-        .unwrap()
-        .complete()
-        .unwrap_err()
-        .to_string();
+    let err = failure(&engine, prompt);
     assert!(err.contains("another projector"), "{err}");
     // Bytes that are no image.
     let err = engine

@@ -198,11 +198,10 @@ impl App {
                 None
             }
         };
-        let (engine, set_aside) = Engine::load_or_without_projector(&path, config)
+        // A projector set aside is logged where it is loaded; the window's
+        // Settings show why (`projector_status`).
+        let (engine, _) = Engine::load_or_without_projector(&path, config)
             .with_context(|| format!("loading {}", path.display()))?;
-        if let Some(why) = set_aside {
-            tracing::warn!("the model cannot see images: {why}");
-        }
         let engine = Arc::new(engine);
         let s = self.settings();
         let agent = Agent::new(

@@ -16,8 +16,6 @@ use crate::guard::{TurnGuard, REPEAT_HINT, RESULT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
-/// Whether a tool message is the result of a call that repeated an earlier
-/// call of its turn to no effect (same arguments, same result).
 /// The paths of files attached to a message: `[attached: PATH]`.
 fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
     text.split("[attached: ")
@@ -25,13 +23,8 @@ fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
         .filter_map(|rest| rest.split_once(']').map(|(p, _)| p.trim()))
 }
 
-fn is_image_name(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    [".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"]
-        .iter()
-        .any(|x| lower.ends_with(x))
-}
-
+/// Whether a tool message is the result of a call that repeated an earlier
+/// call of its turn to no effect (same arguments, same result).
 pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
     tool_message.ends_with(REPEAT_HINT)
 }
@@ -389,18 +382,15 @@ impl<'a> ChannelSession<'a> {
         })
     }
 
-    /// Runs the calls of one reply, reporting each, and returns the result
-    /// texts in order. Calls past the turn's limit, after a cancel, or in a
-    /// reply that was cut off are answered without being run.
     /// The images the person attached to `text` (`[attached: PATH]`, as
-    /// the window writes it), for a model that can see. One that cannot be
-    /// read is left to the model's own `load_image`.
+    /// the window writes it), for a model that can see. A file that is not
+    /// an image is not shown; one that cannot be read is left to the
+    /// model's own `load_image`.
     fn attached_images(&self, text: &str) -> Vec<ImageRun> {
         let Some(tools) = self.tools.as_ref().filter(|_| self.engine.can_see()) else {
             return Vec::new();
         };
         attached_paths(text)
-            .filter(|p| is_image_name(p))
             .filter_map(|p| {
                 let hash = tools.toolbox.store_image(p).ok()?;
                 self.image_run(&hash)
@@ -422,6 +412,9 @@ impl<'a> ChannelSession<'a> {
         Ok(ImageRun { number, positions })
     }
 
+    /// Runs the calls of one reply, reporting each, and returns the result
+    /// texts in order. Calls past the turn's limit, after a cancel, or in a
+    /// reply that was cut off are answered without being run.
     fn run_calls(
         &mut self,
         reply_message: MessageId,

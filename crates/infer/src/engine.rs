@@ -253,13 +253,32 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Loads `path` and starts the worker slots.
-    pub fn load(path: impl AsRef<Path>, mut config: EngineConfig) -> Result<Engine, InferError> {
+    /// Loads `path` (with the config's projector, which must load) and
+    /// starts the worker slots.
+    pub fn load(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, InferError> {
+        Engine::start(path.as_ref(), config, false)
+    }
+
+    /// As [`Engine::load`], but a projector that does not load (made for
+    /// another model, damaged) is set aside rather than keeping the model
+    /// from chatting: the engine then runs without images, and the reason
+    /// comes back with it.
+    pub fn load_or_without_projector(
+        path: impl AsRef<Path>,
+        config: EngineConfig,
+    ) -> Result<(Engine, Option<String>), InferError> {
+        let engine = Engine::start(path.as_ref(), config, true)?;
+        let set_aside = engine.shared.model().vision_set_aside.clone();
+        Ok((engine, set_aside))
+    }
+
+    fn start(path: &Path, mut config: EngineConfig, lenient: bool) -> Result<Engine, InferError> {
         let model = Arc::new(LoadedModel::load(
-            path.as_ref(),
+            path,
             config.gpu_layers,
             config.adapter.as_deref(),
             config.mmproj.as_deref().map(|p| (p, config.threads)),
+            lenient,
         )?);
         let slots = config.slots.max(1);
         if config.n_ctx == 0 {
@@ -291,31 +310,6 @@ impl Engine {
         *lock(&shared.slots) = started;
         spawn_watchdog(Arc::downgrade(&shared));
         Ok(Engine { shared })
-    }
-
-    /// As [`Engine::load`], but a projector that does not load (made for
-    /// another model, damaged) is set aside rather than keeping the model
-    /// from chatting: the engine then runs without images, and the reason
-    /// comes back with it.
-    pub fn load_or_without_projector(
-        path: impl AsRef<Path>,
-        config: EngineConfig,
-    ) -> Result<(Engine, Option<String>), InferError> {
-        if config.mmproj.is_none() {
-            return Engine::load(path, config).map(|e| (e, None));
-        }
-        let text_only = EngineConfig {
-            mmproj: None,
-            ..config.clone()
-        };
-        match Engine::load(path.as_ref(), config) {
-            Ok(e) => Ok((e, None)),
-            Err(why) => {
-                let engine = Engine::load(path, text_only)?;
-                tracing::warn!("running without images: {why}");
-                Ok((engine, Some(why.to_string())))
-            }
-        }
     }
 
     pub fn info(&self) -> ModelInfo {
@@ -590,27 +584,16 @@ impl Engine {
     /// the new file fails to load, the old model keeps serving.
     pub fn swap_model(&self, path: impl AsRef<Path>) -> Result<ModelInfo, InferError> {
         // A swapped-in checkpoint is a full model: the adapter does not carry over.
-        let config = &self.shared.config;
-        let load = |mmproj: Option<&Path>| {
-            LoadedModel::load(
-                path.as_ref(),
-                config.gpu_layers,
-                None,
-                mmproj.map(|p| (p, config.threads)),
-            )
-        };
         // The projector follows the model; one that does not fit the new
         // model is set aside rather than failing the swap.
-        let model = match load(config.mmproj.as_deref()) {
-            Ok(m) => m,
-            Err(why) if config.mmproj.is_some() => {
-                let m = load(None)?;
-                tracing::warn!("running without images: {why}");
-                m
-            }
-            Err(e) => return Err(e),
-        };
-        let model = Arc::new(model);
+        let config = &self.shared.config;
+        let model = Arc::new(LoadedModel::load(
+            path.as_ref(),
+            config.gpu_layers,
+            None,
+            config.mmproj.as_deref().map(|p| (p, config.threads)),
+            true,
+        )?);
         let fresh = self
             .shared
             .start_slots(&model, self.shared.config.slots.max(1))?;

@@ -51,6 +51,8 @@ pub struct LoadedModel {
     /// The multimodal projector, when one is loaded. Declared first so it is
     /// freed before the model it points into.
     pub(crate) vision: Option<Vision>,
+    /// Why the projector asked for was set aside, where it was.
+    pub(crate) vision_set_aside: Option<String>,
     pub llama: LlamaModel,
     pub info: ModelInfo,
     /// A LoRA adapter applied to every context of this model.
@@ -62,12 +64,15 @@ pub struct LoadedModel {
 
 impl LoadedModel {
     /// Validates the file's header, then loads it with llama.cpp, with an
-    /// optional LoRA adapter GGUF and an optional multimodal projector.
+    /// optional LoRA adapter GGUF and an optional multimodal projector
+    /// (path, threads). Where `lenient`, a projector that does not load is
+    /// set aside (the model runs without images) and the reason kept.
     pub(crate) fn load(
         path: &Path,
         gpu_layers: u32,
         adapter: Option<&Path>,
         mmproj: Option<(&Path, usize)>,
+        lenient: bool,
     ) -> Result<LoadedModel, InferError> {
         let header = GgufFile::open(path)?;
         let arch = header.architecture().unwrap_or_default().to_string();
@@ -112,9 +117,16 @@ impl LoadedModel {
                 Some(std::sync::Mutex::new(lora))
             }
         };
-        let vision = match mmproj {
-            None => None,
-            Some((p, threads)) => Some(Vision::load(p, &llama, threads, gpu_layers > 0)?),
+        let (vision, vision_set_aside) = match mmproj {
+            None => (None, None),
+            Some((p, threads)) => match Vision::load(p, &llama, threads, gpu_layers > 0) {
+                Ok(v) => (Some(v), None),
+                Err(why) if lenient => {
+                    tracing::warn!("running without images: {why}");
+                    (None, Some(why.to_string()))
+                }
+                Err(e) => return Err(e),
+            },
         };
         let chat = chat_templates(&llama);
         if let Err(why) = &chat {
@@ -125,6 +137,7 @@ impl LoadedModel {
         }
         Ok(LoadedModel {
             vision,
+            vision_set_aside,
             llama,
             info,
             adapter,

@@ -32,6 +32,13 @@ pub(crate) const RESULT_HINT: &str =
 pub(crate) const REPEAT_HINT: &str =
     "(Same call and result as earlier in this turn: use it and answer.)";
 
+/// Added to the error of a call that already failed the same way in this
+/// turn: the default model repeated a failing `read_file` of a file it was
+/// asked to create until the harness stopped the turn, in every ledger
+/// eval task.
+pub(crate) const FAILED_AGAIN_HINT: &str =
+    "(This exact call already failed the same way in this turn and will fail again. Do what the error says instead, or answer in words.)";
+
 /// Why the harness stops a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopCause {
@@ -72,6 +79,7 @@ pub struct TurnGuard {
     same_failures: usize,
     failures_in_row: usize,
     succeeded: HashSet<String>,
+    failed: HashSet<String>,
     repeats_in_row: usize,
 }
 
@@ -86,9 +94,10 @@ impl TurnGuard {
     }
 
     /// Records one call's outcome, in order; `signature` is its name,
-    /// arguments and result. Returns whether it repeated an earlier call
-    /// of the turn to no effect (its result then carries [`REPEAT_HINT`]).
-    pub fn record(&mut self, signature: &str, ok: bool) -> bool {
+    /// arguments and result. Returns the hint its result carries if it
+    /// repeated an earlier call of the turn to no effect: the same success
+    /// ([`REPEAT_HINT`]) or the same failure ([`FAILED_AGAIN_HINT`]).
+    pub fn record(&mut self, signature: &str, ok: bool) -> Option<&'static str> {
         if !ok && self.last_failure.as_deref() == Some(signature) {
             self.same_failures += 1;
         } else {
@@ -98,7 +107,14 @@ impl TurnGuard {
         self.failures_in_row = if ok { 0 } else { self.failures_in_row + 1 };
         let repeat = ok && !self.succeeded.insert(signature.to_string());
         self.repeats_in_row = if repeat { self.repeats_in_row + 1 } else { 0 };
-        repeat
+        let failed_again = !ok && !self.failed.insert(signature.to_string());
+        if repeat {
+            Some(REPEAT_HINT)
+        } else if failed_again {
+            Some(FAILED_AGAIN_HINT)
+        } else {
+            None
+        }
     }
 
     /// Whether the turn must stop now, having made `calls_made` of its
@@ -125,10 +141,14 @@ mod tests {
     #[test]
     fn the_same_failure_three_times_stops_the_turn() {
         let mut g = TurnGuard::new(2);
-        for _ in 0..2 {
-            g.record("read_file a.txt: not found", false);
-            assert_eq!(g.stop(2, 24), None);
-        }
+        assert_eq!(g.record("read_file a.txt: not found", false), None);
+        assert_eq!(g.stop(1, 24), None);
+        assert_eq!(
+            g.record("read_file a.txt: not found", false),
+            Some(FAILED_AGAIN_HINT),
+            "a failure repeated is told it will fail again"
+        );
+        assert_eq!(g.stop(2, 24), None);
         g.record("read_file a.txt: not found", false);
         assert_eq!(g.stop(3, 24), Some(StopCause::SameFailure));
     }
@@ -150,10 +170,14 @@ mod tests {
     #[test]
     fn a_repeated_call_gets_the_hint_and_a_second_in_a_row_stops() {
         let mut g = TurnGuard::new(2);
-        assert!(!g.record("calculator 2+2 = 4", true));
-        assert!(g.record("calculator 2+2 = 4", true), "first repeat: hint");
+        assert_eq!(g.record("calculator 2+2 = 4", true), None);
+        assert_eq!(
+            g.record("calculator 2+2 = 4", true),
+            Some(REPEAT_HINT),
+            "first repeat: hint"
+        );
         assert_eq!(g.stop(2, 24), None);
-        assert!(g.record("calculator 2+2 = 4", true));
+        assert!(g.record("calculator 2+2 = 4", true).is_some());
         assert_eq!(g.stop(3, 24), Some(StopCause::RepeatedCall));
         let mut never = TurnGuard::new(usize::MAX);
         for _ in 0..10 {

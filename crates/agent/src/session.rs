@@ -12,7 +12,7 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{TurnGuard, REPEAT_HINT, RESULT_HINT};
+use crate::guard::{TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT, RESULT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -24,9 +24,9 @@ fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether a tool message is the result of a call that repeated an earlier
-/// call of its turn to no effect (same arguments, same result).
+/// call of its turn to no effect (same arguments, same result or error).
 pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
-    tool_message.ends_with(REPEAT_HINT)
+    tool_message.ends_with(REPEAT_HINT) || tool_message.ends_with(FAILED_AGAIN_HINT)
 }
 
 /// One call's outcome as the loop sees it.
@@ -298,10 +298,10 @@ impl<'a> ChannelSession<'a> {
                 images,
             } in results
             {
-                if guard.record(&signature, ok) {
+                if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
-                    text = format!("{text}\n\n{REPEAT_HINT}");
+                    text = format!("{text}\n\n{hint}");
                 }
                 let mut msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 msg.images = images;

@@ -25,10 +25,15 @@ pub fn no_tools() -> Constraint {
 /// Whether the harness stopped a turn in `messages`: a notice it wrote
 /// (every token a warning), not a person quoting one.
 pub fn was_stopped(messages: &[Message]) -> bool {
-    messages.iter().any(|m| {
-        m.role == MessageRole::User
-            && m.text.starts_with(STOPPED)
-            && !m.tokens.roles.is_empty()
-            && m.tokens.roles.iter().all(|r| *r == TokenRole::Warning)
-    })
+    messages
+        .iter()
+        .any(|m| from_harness(m) && m.text.starts_with(STOPPED))
+}
+
+/// Whether the harness wrote `m` to the model (a notice or a question,
+/// every token a warning) rather than the person.
+pub fn from_harness(m: &Message) -> bool {
+    m.role == MessageRole::User
+        && !m.tokens.roles.is_empty()
+        && m.tokens.roles.iter().all(|r| *r == TokenRole::Warning)
 }

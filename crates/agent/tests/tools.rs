@@ -489,6 +489,27 @@ fn failing_malformed_and_cancelled_calls() {
             .as_deref()
             .unwrap()
             .contains("no file or folder at `missing.txt`")));
+    // The second and third are told the call will fail again, and are
+    // marked as repeats for the night; the record keeps the tool's error.
+    let tool: Vec<String> = store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .map(|m| m.text)
+        .collect();
+    assert!(
+        !reverie_agent::repeats_an_earlier_call(&tool[0]),
+        "{}",
+        tool[0]
+    );
+    for t in &tool[1..] {
+        assert!(t.contains("already failed the same way"), "{t}");
+        assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
+    }
+    assert!(calls
+        .iter()
+        .all(|c| !c.result.as_deref().unwrap().contains("already failed")));
 
     // Different failing calls, five in a row, end the turn too (six
     // random digits: the random model rarely writes the same path twice).

@@ -23,6 +23,12 @@ pub struct Window {
     /// The channel's workspace as it was at the window's last message,
     /// which the judge may list, read and run Python over.
     pub files: Option<Arc<WorkspaceThen>>,
+    /// Messages the harness wrote to the model (notices of a stopped turn,
+    /// questions): they open no sub-task.
+    pub harness: Arc<std::collections::BTreeSet<usize>>,
+    /// For each sub-task ending in the window (keyed by its final answer),
+    /// the files the assistant changed for it, as they were at the answer.
+    pub changed: std::collections::BTreeMap<usize, crate::verdict::ChangedFiles>,
 }
 
 /// A workspace as it was, and the services its Python runs with.
@@ -185,14 +191,16 @@ pub fn windows(
             messages: c.to_vec(),
             channel_messages: all.clone(),
             files: None,
+            harness: Default::default(),
+            changed: Default::default(),
         })
         .collect()
 }
 
 /// `channel`'s windows from message `from` on, each with the workspace as
-/// it was when its last message was written (a channel that never had a
-/// workspace has none; one that cannot be read is left out, with a
-/// warning).
+/// it was when its last message was written and the files each of its
+/// sub-tasks changed (a channel that never had a workspace has none; one
+/// that cannot be read is left out, with a warning).
 pub fn channel_windows(
     store: &reverie_store::Store,
     services: &Arc<reverie_tools::Services>,
@@ -202,27 +210,71 @@ pub fn channel_windows(
 ) -> Result<Vec<Window>, reverie_store::StoreError> {
     let messages = store.messages(channel)?;
     let times: Vec<i64> = messages.iter().map(|m| m.created_ms).collect();
+    let harness: Arc<std::collections::BTreeSet<usize>> = Arc::new(
+        messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| reverie_agent::wrap_up::from_harness(m))
+            .map(|(i, _)| i)
+            .collect(),
+    );
     let msgs: Vec<(MessageRole, String)> = messages.into_iter().map(|m| (m.role, m.text)).collect();
     let root = reverie_tools::workspace_root(&store.channel(channel)?, services);
     let mut out = windows(channel, &msgs, from, size);
-    if root.is_dir() {
-        for w in &mut out {
-            let at = w.messages.last().map_or(0, |m| times[m.0]);
-            match PastWorkspace::at(store, &root, at) {
-                Ok(past) => {
-                    w.files = Some(Arc::new(WorkspaceThen {
-                        past,
-                        services: services.clone(),
-                    }))
-                }
-                Err(e) => tracing::warn!(
-                    "channel {}: the judge cannot see its workspace: {e}",
-                    channel.0
-                ),
+    for w in &mut out {
+        w.harness = harness.clone();
+    }
+    if !root.is_dir() {
+        return Ok(out);
+    }
+    let key = reverie_tools::Workspace::open(&root)
+        .map(|ws| ws.key())
+        .ok();
+    let revisions: Vec<(i64, Vec<String>)> = match &key {
+        Some(k) => store
+            .revisions(k)?
+            .into_iter()
+            .map(|r| (r.created_ms, changed_paths(&r.changes)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let read = |at: i64, path: &str| match PastWorkspace::at(store, &root, at) {
+        Ok(past) => past
+            .read(path)
+            .unwrap_or_else(|why| format!("cannot be read: {why}")),
+        Err(e) => format!("cannot be read: {e}"),
+    };
+    for w in &mut out {
+        let at = w.messages.last().map_or(0, |m| times[m.0]);
+        match PastWorkspace::at(store, &root, at) {
+            Ok(past) => {
+                w.files = Some(Arc::new(WorkspaceThen {
+                    past,
+                    services: services.clone(),
+                }))
             }
+            Err(e) => tracing::warn!(
+                "channel {}: the judge cannot see its workspace: {e}",
+                channel.0
+            ),
         }
+        let (lo, hi) = (w.messages[0].0, w.messages[w.messages.len() - 1].0);
+        let spans: Vec<crate::verdict::Span> =
+            crate::verdict::spans(&w.channel_messages, &|i| w.harness.contains(&i))
+                .into_iter()
+                .filter(|s| (lo..=hi).contains(&s.last))
+                .collect();
+        w.changed = crate::verdict::changed_files(&spans, &|i| times[i], &revisions, &read);
     }
     Ok(out)
+}
+
+/// The paths a revision's changes name.
+fn changed_paths(changes: &str) -> Vec<String> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(changes).unwrap_or_default();
+    v.iter()
+        .filter_map(|c| c["path"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// What the judge may ask for besides reporting: any message range of the
@@ -314,11 +366,48 @@ fn excerpt(text: &str) -> String {
 pub struct JudgeOptions {
     /// Show the calculator's checks of the sums in the messages.
     pub checks: bool,
+    pub way: JudgeWay,
+    /// What the verdict judge asks.
+    pub asked: Asked,
+}
+
+/// The verdict judge's question, and how the reward is read from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Asked {
+    /// "Is the final answer right?": P(yes) ÷ (P(yes) + P(no)). The
+    /// default model leans to "no" (0.26–0.42 on every family, passed or
+    /// failed), so at 0.5 it calls almost everything failed.
+    Right,
+    /// That, and "is it wrong?" read the other way, averaged (twice the
+    /// time): a leaning towards one word cancels out. On the default model
+    /// this ranks as well as `Right` and is the only one of the three whose
+    /// 0.5 threshold means something (`reverie bench judge`).
+    #[default]
+    BothWays,
+    /// A grade from 0 to 10 as JSON: the expected grade under the logits
+    /// (the default model leans high: 0.68–0.85 on every family).
+    Grade,
+}
+
+/// How the judge finds and grades sub-tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JudgeWay {
+    /// Sub-tasks cut from the record, each asked "is the answer right?"
+    /// (`crate::verdict`).
+    #[default]
+    Verdict,
+    /// The judge splits a window into sub-tasks and grades each 0–10 in
+    /// one JSON answer, with requests to read more first.
+    Window,
 }
 
 impl Default for JudgeOptions {
     fn default() -> Self {
-        JudgeOptions { checks: true }
+        JudgeOptions {
+            checks: true,
+            way: JudgeWay::default(),
+            asked: Asked::default(),
+        }
     }
 }
 
@@ -627,6 +716,9 @@ pub fn judge_window(
 ) -> Result<Judgement, String> {
     if w.messages.is_empty() {
         return Err("empty window".into());
+    }
+    if options.way == JudgeWay::Verdict {
+        return crate::verdict::judge(engine, w, options);
     }
     let mut why = String::new();
     for attempt in 0..=retries {

@@ -5,10 +5,10 @@
 //! `stages/`, and persists the typed [`NightReport`] after every one, so a
 //! killed night resumes after the last finished stage: **practice** (when
 //! asked: the model writes tasks and attempts them, a program checks);
-//! **collect** the messages since the last night; **judge** them in
-//! windows of ten messages with the deployed model as reward model
-//! (grammar-constrained JSON, retried, skipped with a logged reason when
-//! still invalid; practice episodes bring their checks' verdicts, the
+//! **collect** the messages since the last night; **judge** each request
+//! the person made (cut from the record) with the deployed model as reward
+//! model, the reward being its probability of "yes" to "is the final
+//! answer right?" (`verdict`; practice episodes bring their checks' verdicts, the
 //! person's 👍/👎 and ↻ outrank the judge, and the reviewer's marks
 //! apply); **predict** each sub-task's reward and turns
 //! with the same model as value model, from the description and similar
@@ -50,6 +50,7 @@ mod run;
 mod stages;
 pub mod trigger;
 mod value;
+mod verdict;
 mod verify;
 
 pub use advantage::advantage;
@@ -59,7 +60,8 @@ pub use estimate::{estimate, Estimate};
 pub use event::{NightEvent, Stage};
 pub use feedback::JudgeAgreement;
 pub use judge::{
-    channel_windows, judge_window, windows, JudgeOptions, JudgedTask, Judgement, TaskKind, Window,
+    channel_windows, judge_window, windows, Asked, JudgeOptions, JudgeWay, JudgedTask, Judgement,
+    TaskKind, Window,
 };
 pub use practice::check_batches;
 pub use report::NightReport;

@@ -19,6 +19,10 @@ pub struct Agreement {
     pub failure_recall: f64,
     pub mean_reward_passed: f64,
     pub mean_reward_failed: f64,
+    /// The chance that a passed task's reward is above a failed one's
+    /// (ties count half): how well the rewards rank, whatever the
+    /// threshold. 0.5 is chance.
+    pub auc: f64,
 }
 
 /// The judge's rewards against the checks' verdicts: a reward at or above
@@ -55,7 +59,29 @@ pub fn agreement(truth: &[bool], rewards: &[Option<f32>], threshold: f32) -> Agr
             / failed.len().max(1) as f64,
         mean_reward_passed: mean(&passed),
         mean_reward_failed: mean(&failed),
+        auc: auc(&passed, &failed),
     }
+}
+
+/// The area under the ROC curve of `passed` against `failed` rewards (0.5
+/// when either side is empty).
+fn auc(passed: &[f32], failed: &[f32]) -> f64 {
+    if passed.is_empty() || failed.is_empty() {
+        return 0.5;
+    }
+    let mut wins = 0.0;
+    for p in passed {
+        for f in failed {
+            wins += if p > f {
+                1.0
+            } else if p == f {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    wins / (passed.len() * failed.len()) as f64
 }
 
 /// Whether the sub-task `first..=last` is the one that graded `p`: it ends
@@ -109,6 +135,8 @@ mod tests {
         // Chance agreement is 0.5 here, so κ is 0.
         assert!(a.kappa.abs() < 1e-9, "{}", a.kappa);
         assert!((a.failure_recall - 0.5).abs() < 1e-9);
+        // 0.9 and 0.2 against 0.1 and 0.8: three of four pairs ranked right.
+        assert!((a.auc - 0.75).abs() < 1e-9, "{}", a.auc);
         let perfect = agreement(&[true, false], &[Some(1.0), Some(0.0)], 0.5);
         assert!((perfect.kappa - 1.0).abs() < 1e-9);
         assert_eq!(agreement(&[true], &[None], 0.5), Agreement::default());

@@ -14,7 +14,7 @@ use reverie_core::SamplingParams;
 use reverie_infer::Engine;
 use reverie_store::Store;
 use reverie_tools::{Services, Toolbox};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::check::verdict;
 use super::family::{DayFamily, DayTask};
@@ -55,7 +55,7 @@ pub struct DayOptions {
 }
 
 /// One request as it went, with the hidden verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Posed {
     pub channel: i64,
     pub family: DayFamily,

@@ -33,11 +33,12 @@ pub(crate) const REPEAT_HINT: &str =
     "(Same call and result as earlier in this turn: use it and answer.)";
 
 /// Added to the error of a call that already failed the same way in this
-/// turn: the default model repeated a failing `read_file` of a file it was
-/// asked to create until the harness stopped the turn, in every ledger
-/// eval task.
+/// turn, whose tool then leaves the turn's grammar: the default model
+/// repeated a failing `read_file` of a file it was asked to create until
+/// the harness stopped the turn, in every ledger eval task, and told that
+/// the call would fail again, it still did (10 of 10).
 pub(crate) const FAILED_AGAIN_HINT: &str =
-    "(This exact call already failed the same way in this turn and will fail again. Do what the error says instead, or answer in words.)";
+    "(This exact call already failed the same way in this turn; the tool is not offered again until the next question. Do what the error says with another tool, or answer in words.)";
 
 /// Why the harness stops a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,6 +32,7 @@ pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
 /// One call's outcome as the loop sees it.
 struct CallResult {
     call_id: String,
+    name: String,
     /// Name, arguments and result: equal for a call repeated to no effect.
     signature: String,
     ok: bool,
@@ -77,6 +78,9 @@ pub struct ChannelSession<'a> {
     /// Definitions of the tools this conversation was told about.
     offered: Vec<serde_json::Value>,
     constraint: Option<Constraint>,
+    /// Tools taken out of this turn's grammar: a call of each failed
+    /// twice the same way.
+    blocked: Vec<String>,
 }
 
 impl<'a> ChannelSession<'a> {
@@ -108,6 +112,7 @@ impl<'a> ChannelSession<'a> {
             transcript,
             tools: None,
             offered: Vec::new(),
+            blocked: Vec::new(),
             constraint: None,
         })
     }
@@ -265,6 +270,7 @@ impl<'a> ChannelSession<'a> {
         let mut sampled = 0;
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
+        self.blocked.clear();
         let mut last: Reply;
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
@@ -292,6 +298,7 @@ impl<'a> ChannelSession<'a> {
             let mut t = self.transcript.clone();
             for CallResult {
                 call_id,
+                name,
                 mut text,
                 ok,
                 signature,
@@ -302,6 +309,11 @@ impl<'a> ChannelSession<'a> {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
                     text = format!("{text}\n\n{hint}");
+                    // The default model repeats a failing call whatever it
+                    // is told; its grammar no longer lets it this turn.
+                    if hint == FAILED_AGAIN_HINT && !self.blocked.contains(&name) {
+                        self.blocked.push(name);
+                    }
                 }
                 let mut msg = ChatMessage::new(MessageRole::Tool, text.clone());
                 msg.images = images;
@@ -533,6 +545,7 @@ impl<'a> ChannelSession<'a> {
             });
             results.push(CallResult {
                 call_id,
+                name: name.clone(),
                 signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
                 ok,
                 text,
@@ -645,6 +658,9 @@ impl<'a> ChannelSession<'a> {
             req = req.with_constraint(c.clone());
         } else if let Some(c) = calling.as_ref().and_then(|c| c.constraint.clone()) {
             req = req.with_constraint(c);
+        } else if self.every_tool_blocked() {
+            // The reply is an answer in words.
+            req = req.with_constraint(crate::wrap_up::no_tools());
         }
         if let Some(c) = &calling {
             req.stop.extend(c.stops.iter().cloned());
@@ -720,14 +736,41 @@ impl ChannelSession<'_> {
     /// The model's own tool-call format for the next reply: `None` without
     /// tools, or where the template does not describe tools or llama.cpp
     /// cannot read it (then Hermes calls are read by hand, unconstrained).
+    /// Tools the last turn took out of its grammar after a call of each
+    /// failed twice the same way (offered again from the next message).
+    pub fn blocked_tools(&self) -> &[String] {
+        &self.blocked
+    }
+
+    /// Whether this turn has taken every allowed tool out of the grammar.
+    fn every_tool_blocked(&self) -> bool {
+        !self.blocked.is_empty()
+            && self.tools.as_ref().is_some_and(|t| {
+                t.definitions().iter().all(|d| {
+                    let name = d["function"]["name"].as_str().unwrap_or_default();
+                    self.blocked.iter().any(|b| b == name)
+                })
+            })
+    }
+
     fn tool_calling(&self) -> Option<ToolCalling> {
         let tools = self.tools.as_ref()?;
         if self.transcript.tools.is_empty() {
             return None;
         }
-        let calling =
-            self.engine
-                .tool_calling(&self.transcript, &tools.definitions(), ToolChoice::Auto);
+        let mut definitions = tools.definitions();
+        definitions.retain(|d| {
+            !self
+                .blocked
+                .iter()
+                .any(|b| d["function"]["name"].as_str() == Some(b.as_str()))
+        });
+        if definitions.is_empty() {
+            return None;
+        }
+        let calling = self
+            .engine
+            .tool_calling(&self.transcript, &definitions, ToolChoice::Auto);
         // A template that renders but cannot give a parser (rare) still
         // answers: its calls are read as Hermes, unconstrained.
         calling

@@ -510,6 +510,9 @@ fn failing_malformed_and_cancelled_calls() {
     assert!(calls
         .iter()
         .all(|c| !c.result.as_deref().unwrap().contains("already failed")));
+    // Its tool left the turn's grammar after the second failure (this
+    // session's own grammar forced the third).
+    assert_eq!(s.blocked_tools(), ["read_file"]);
 
     // Different failing calls, five in a row, end the turn too (six
     // random digits: the random model rarely writes the same path twice).

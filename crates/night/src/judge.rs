@@ -851,8 +851,25 @@ pub fn ask_json(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A data folder in `dir` with the channel "work" and its toolbox.
+    pub(crate) fn work_channel(
+        dir: &std::path::Path,
+    ) -> (
+        Arc<reverie_store::Store>,
+        Arc<reverie_tools::Services>,
+        ChannelId,
+        reverie_tools::Toolbox,
+    ) {
+        let home = reverie_core::Home::new(dir.join("home"));
+        let store = Arc::new(reverie_store::Store::open(&home).unwrap());
+        let services = Arc::new(reverie_tools::Services::new(&home));
+        let ch = store.ensure_channel("work").unwrap();
+        let tools = reverie_tools::Toolbox::open(store.clone(), ch, services.clone()).unwrap();
+        (store, services, ch, tools)
+    }
 
     #[test]
     fn spans_end_on_the_answer_and_windows_skip_the_system_prompt() {
@@ -1017,11 +1034,7 @@ mod tests {
     fn the_judge_reads_a_workspace_file_as_it_was_at_the_answer() {
         use reverie_core::TokenSpan;
         let dir = tempfile::tempdir().unwrap();
-        let home = reverie_core::Home::new(dir.path().join("home"));
-        let store = Arc::new(reverie_store::Store::open(&home).unwrap());
-        let services = Arc::new(reverie_tools::Services::new(&home));
-        let ch = store.ensure_channel("work").unwrap();
-        let tools = reverie_tools::Toolbox::open(store.clone(), ch, services.clone()).unwrap();
+        let (store, services, ch, tools) = work_channel(dir.path());
         let say = |role, text: &str| {
             std::thread::sleep(std::time::Duration::from_millis(5));
             store

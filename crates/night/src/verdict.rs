@@ -440,13 +440,8 @@ mod tests {
     #[test]
     fn each_answered_request_is_judged_on_its_own_record_and_the_logits() {
         use reverie_core::{TokenRole, TokenSpan};
-        use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
-        let home = reverie_core::Home::new(dir.path().join("home"));
-        let store = Arc::new(reverie_store::Store::open(&home).unwrap());
-        let services = Arc::new(reverie_tools::Services::new(&home));
-        let ch = store.ensure_channel("work").unwrap();
-        let tools = reverie_tools::Toolbox::open(store.clone(), ch, services.clone()).unwrap();
+        let (store, services, ch, tools) = crate::judge::tests::work_channel(dir.path());
         let say = |role, text: &str, token_role| {
             std::thread::sleep(std::time::Duration::from_millis(5));
             let span = TokenSpan {

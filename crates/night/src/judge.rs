@@ -355,10 +355,7 @@ fn tasks_schema(lo: usize, hi: usize) -> serde_json::Value {
 
 /// The first page of `text`, saying how much is left.
 fn excerpt(text: &str) -> String {
-    match page(text, 1) {
-        (shown, 0) => shown,
-        (shown, left) => format!("{shown} … [{left} more characters]"),
-    }
+    crate::verdict::cut(text, PAGE)
 }
 
 /// How the judge works; the night uses the default, benchmarks compare.

@@ -154,7 +154,7 @@ struct Shown {
 }
 
 /// `text` cut to `max` characters, saying how much was left out.
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     let total = text.chars().count();
     if total <= max {
         return text.trim().to_string();
@@ -280,6 +280,9 @@ impl Answers {
                 .collect()
         };
         let (yes, no) = (spell(&["yes", "Yes", "YES"]), spell(&["no", "No", "NO"]));
+        if yes.is_empty() || no.is_empty() {
+            return Err("this tokenizer makes no tokens of yes or no".into());
+        }
         let all: Vec<&Vec<i32>> = yes.iter().chain(&no).collect();
         let mut shared = Vec::new();
         while let Some(&t) = all[0].get(shared.len()) {

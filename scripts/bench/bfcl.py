@@ -6,7 +6,9 @@ reply's tool calls are decoded and graded by bfcl_eval's own AST checker.
 Prints one JSON object: per category the cases run, accuracy, the share of
 replies that wrote a call the server did not return as a tool call
 (unparsed), the share with no call at all, request errors and seconds per
-case. A call written into the text is also read from it and graded
+case (and, with `--cases FILE`, one JSON line per case: the question,
+the reply, the calls and the checker's verdict). A call written into the
+text is also read from it and graded
 (`text_accuracy`: what a client that parses the reply's text itself would
 get), so a server that leaves calls in the text is not scored on its
 parser alone.
@@ -17,7 +19,6 @@ parser alone.
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -34,16 +35,12 @@ from written_calls import calls_in_text
 # for ".", as OpenAI-style tools must: the checker maps them back.
 CHECKER_MODEL = "gpt-4o-2024-11-20-FC"
 
-# A call written into the text instead of returned as a tool call.
-WRITTEN_CALL = re.compile(r'<tool_call>|"name"\s*:|\{\s*"function"')
-
-
 def load(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def run_category(client, model, category, limit, seed, max_tokens):
+def run_category(client, model, category, limit, seed, max_tokens, log):
     data = Path(bfcl_eval.__file__).parent / "data"
     cases = load(data / f"BFCL_v4_{category}.json")[:limit]
     answers = {
@@ -61,7 +58,7 @@ def run_category(client, model, category, limit, seed, max_tokens):
             category,
             CHECKER_MODEL,
         )
-        return bool(result["valid"])
+        return result
 
     seconds = 0.0
     for i, case in enumerate(cases):
@@ -87,20 +84,32 @@ def run_category(client, model, category, limit, seed, max_tokens):
         seconds += time.time() - started
         message = reply.choices[0].message
         calls = message.tool_calls or []
+        seen = {"id": case["id"], "question": case["question"][0][-1]["content"],
+                "content": message.content,
+                "calls": [[c.function.name, c.function.arguments] for c in calls]}
         if not calls:
-            written = WRITTEN_CALL.search(message.content or "")
-            tally["unparsed" if written else "no_call"] += 1
-            from_text = calls_in_text(message.content or "") if written else []
-            tally["text_correct"] += bool(from_text) and check(from_text)
-            continue
-        try:
-            decoded = [{c.function.name: json.loads(c.function.arguments)} for c in calls]
-        except (json.JSONDecodeError, TypeError):
-            tally["unparsed"] += 1
-            continue
-        right = check(decoded)
-        tally["correct"] += right
-        tally["text_correct"] += right
+            # A call the server did not return is one a reader of the text
+            # finds (a reply that only mentions "name": is not one).
+            from_text = calls_in_text(message.content or "")
+            seen["verdict"] = "unparsed" if from_text else "no_call"
+            tally[seen["verdict"]] += 1
+            tally["text_correct"] += bool(from_text) and check(from_text)["valid"]
+        else:
+            try:
+                decoded = [{c.function.name: json.loads(c.function.arguments)} for c in calls]
+            except (json.JSONDecodeError, TypeError):
+                decoded = None
+                seen["verdict"] = "unparsed"
+                tally["unparsed"] += 1
+            if decoded is not None:
+                result = check(decoded)
+                seen["verdict"] = "right" if result["valid"] else "wrong"
+                seen["why"] = result.get("error")
+                tally["correct"] += result["valid"]
+                tally["text_correct"] += result["valid"]
+        if log:
+            log.write(json.dumps(seen) + "\n")
+            log.flush()
         if (i + 1) % 20 == 0:
             print(f"{category}: {i + 1}/{len(cases)}", file=sys.stderr)
     n = max(len(cases), 1)
@@ -126,12 +135,14 @@ def main():
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--cases", help="write one JSON line per case here")
     a = ap.parse_args()
+    log = open(a.cases, "w") if a.cases else None
     client = openai.OpenAI(
         base_url=a.base_url, api_key=a.api_key, timeout=900, max_retries=0
     )
     out = {
-        c: run_category(client, a.model, c, a.limit, a.seed, a.max_tokens)
+        c: run_category(client, a.model, c, a.limit, a.seed, a.max_tokens, log)
         for c in a.categories.split(",")
         if c
     }

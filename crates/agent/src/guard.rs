@@ -26,6 +26,17 @@ const MAX_FAILURES_IN_A_ROW: usize = 5;
 pub(crate) const RESULT_HINT: &str =
     "If this answers the question, tell the user the answer now, in words.";
 
+/// Tools whose result says where to look next, not what the answer is:
+/// their results carry no [`RESULT_HINT`]. With it, the default model
+/// listed the folder that held the file it was asked to read and answered
+/// "1 entries." (simulated files tasks).
+const LOCATING_TOOLS: &[&str] = &["list_dir", "glob"];
+
+/// The hint a successful result of `tool` ends with, if any.
+pub(crate) fn result_hint(tool: &str) -> Option<&'static str> {
+    (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
+}
+
 /// Added to the result of a call the turn already made with the same
 /// arguments and result, so a small model that repeats itself is told to
 /// use what it has.

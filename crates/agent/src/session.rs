@@ -12,7 +12,7 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT, RESULT_HINT};
+use crate::guard::{result_hint, TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -522,7 +522,10 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                (true, format!("{text}\n\n{RESULT_HINT}"))
+                                match result_hint(&name) {
+                                    Some(hint) => (true, format!("{text}\n\n{hint}")),
+                                    None => (true, text),
+                                }
                             }
                             Err(e) => (false, format!("error: {e}")),
                         }

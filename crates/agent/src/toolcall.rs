@@ -59,57 +59,10 @@ impl ToolCallFormat for Hermes {
     }
 }
 
-/// A reply that is only `{"name": …, "arguments": …}`, maybe fenced.
+/// A reply that ends in a call without tags (see
+/// [`reverie_infer::bare_call`]).
 fn bare_call(reply: &str) -> Option<ParsedCall> {
-    let mut body = reply.trim();
-    if let Some(inner) = body
-        .strip_prefix("```json")
-        .or_else(|| body.strip_prefix("```"))
-    {
-        // A call held to the grammar ends at its last brace, before the
-        // fence could close.
-        body = inner.strip_suffix("```").unwrap_or(inner).trim();
-    }
-    if !body.starts_with('{') {
-        return None;
-    }
-    let v: Value = serde_json::from_str(body)
-        .ok()
-        .or_else(|| serde_json::from_str(&close_braces(body)?).ok())?;
-    if v.get("name").is_some_and(Value::is_string) && v.get("arguments").is_some() {
-        Some(parse_body(body))
-    } else {
-        None
-    }
-}
-
-/// `body` with the one or two closing braces it lacks: small models often
-/// stop just short of the end of a call (`{"name": …, "arguments": {…}`).
-/// `None` when more is missing or something else is wrong.
-fn close_braces(body: &str) -> Option<String> {
-    let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
-    for c in body.chars() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            _ => {}
-        }
-        if depth < 0 {
-            return None;
-        }
-    }
-    (!in_string && (1..=2).contains(&depth))
-        .then(|| format!("{body}{}", "}".repeat(depth as usize)))
+    reverie_infer::bare_call(reply).map(|(_, body)| parse_body(&body))
 }
 
 /// The calls in `reply` as the model's own format's parser reads them. A
@@ -153,10 +106,12 @@ fn parse_body(body: &str) -> ParsedCall {
     };
     let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
-        Err(e) => match close_braces(body).and_then(|b| serde_json::from_str(&b).ok()) {
-            Some(v) => v,
-            None => return malformed(format!("it is not valid JSON ({e})")),
-        },
+        Err(e) => {
+            match reverie_infer::close_braces(body).and_then(|b| serde_json::from_str(&b).ok()) {
+                Some(v) => v,
+                None => return malformed(format!("it is not valid JSON ({e})")),
+            }
+        }
     };
     let Some(name) = v.get("name").and_then(Value::as_str) else {
         return malformed("it has no \"name\" string".into());
@@ -212,6 +167,16 @@ mod tests {
                 .parse("```json\n{\"name\": \"health\", \"arguments\": {}}\n```")
                 .len(),
             1
+        );
+        assert_eq!(
+            Hermes.parse(
+                "I'll add them.\n```json\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2+2\"}}\n```"
+            ),
+            vec![ParsedCall::Call {
+                name: "calculator".into(),
+                arguments: json!({"expression": "2+2"})
+            }],
+            "a fenced call after some words is a call"
         );
         assert!(
             Hermes.parse("{\"answer\": 4}").is_empty(),

@@ -211,6 +211,11 @@ fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
         .collect();
     assert_eq!(tool.len(), 3);
     assert!(!tool[0].contains("Same call"), "{}", tool[0]);
+    assert!(
+        tool[0].contains("tell the user the answer now"),
+        "a result that may be the answer says so: {}",
+        tool[0]
+    );
     for t in &tool[1..] {
         assert!(t.contains("loop holds file 3"), "{t}");
         assert!(t.contains("Same call and result as earlier"), "{t}");
@@ -440,6 +445,26 @@ fn first_tool_message(store: &Store, s: &ChannelSession<'_>) -> reverie_core::Me
         .into_iter()
         .find(|m| m.role == MessageRole::Tool)
         .unwrap()
+}
+
+/// A listing says where to look next, not what the answer is: it is not
+/// told to be the answer.
+#[test]
+fn a_folder_listing_is_not_told_to_be_the_answer() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "listing");
+    let list = r#"root ::= "<tool_call>{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "listing", list);
+    s.send(
+        "what is here?",
+        &sampling(1),
+        &CancelFlag::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let listed = first_tool_message(&store, &s).text;
+    assert!(listed.contains("f3.txt"), "{listed}");
+    assert!(!listed.contains("tell the user the answer now"), "{listed}");
 }
 
 fn forced_session<'a>(

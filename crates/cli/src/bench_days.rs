@@ -220,34 +220,30 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         };
         let day_seconds = started.elapsed().as_secs_f64();
         let out = crate::bench::sleep(&bench, &model, &night_cfg)?;
-        let judged: Vec<(i64, usize, usize, f32)> = out
-            .report
-            .tasks
-            .iter()
-            .map(|t| (t.channel, t.first, t.last, t.judged.unwrap_or(t.reward)))
-            .collect();
-        let used: Vec<(i64, usize, usize, f32)> = out
-            .report
-            .tasks
-            .iter()
-            .map(|t| (t.channel, t.first, t.last, t.reward))
-            .collect();
         let truth: Vec<bool> = posed.iter().map(|p| p.passed).collect();
-        let judge = agreement(
-            &truth,
-            &rewards_of(&posed, &judged),
+        // Each reply's number of one kind (the judge's grade, the reward
+        // trained on, the advantage) set against the hidden checks.
+        let against = |number: &dyn Fn(usize) -> Option<f32>, threshold: f32| {
+            let per_task: Vec<(i64, usize, usize, f32)> = (out.report.tasks.iter().enumerate())
+                .filter_map(|(i, t)| Some((t.channel, t.first, t.last, number(i)?)))
+                .collect();
+            agreement(&truth, &rewards_of(&posed, &per_task), threshold)
+        };
+        let tasks = &out.report.tasks;
+        let judge = against(
+            &|i| Some(tasks[i].judged.unwrap_or(tasks[i].reward)),
             night_cfg.success_threshold,
         );
-        let reward = agreement(
-            &truth,
-            &rewards_of(&posed, &used),
-            night_cfg.success_threshold,
-        );
+        let reward = against(&|i| Some(tasks[i].reward), night_cfg.success_threshold);
+        // Whether what the night trains on pushes right replies up and wrong
+        // ones down: its AUC is the figure that matters for learning.
+        let advantage = against(&|i| out.report.advantages.get(i).copied().flatten(), 0.0);
         say(format!(
-            "night {night}: judge accuracy {:.0}% κ {:.2} over {} requests; {}",
+            "night {night}: judge accuracy {:.0}% κ {:.2} over {} requests, advantage AUC {:.2}; {}",
             judge.accuracy * 100.0,
             judge.kappa,
             judge.covered,
+            advantage.auc,
             crate::bench::deployed_or_kept(&out)
         ));
         let train = out.report.train.clone().unwrap_or_default();
@@ -263,6 +259,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             // reward the night trained on (the person's rating where given).
             "judge": judge,
             "reward": reward,
+            "advantage": advantage,
             "judged_sub_tasks": out.report.tasks.len(),
             "value_mean_abs_error": out.report.summary.as_ref().and_then(|s| s.mean_abs_prediction_error),
             "deployed": out.deployed,

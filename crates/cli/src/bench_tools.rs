@@ -105,7 +105,13 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
     let ours = {
         let _server = start_reverie(&bench, &model, port, threads, a.ctx)?;
         let token = reverie_serve::api_token(bench.root())?;
-        run_driver(&py, port, &token, &a)?
+        run_driver(
+            &py,
+            port,
+            &token,
+            &a,
+            &bench.root().join("reverie-cases.jsonl"),
+        )?
     };
     let mut reference_error = None;
     let reference = if a.no_reference {
@@ -123,7 +129,8 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
             a.reference_chat_format.as_deref(),
             &log,
         )?;
-        let measured = run_driver(&py, port, "none", &a)?;
+        let cases = bench.root().join("reference-cases.jsonl");
+        let measured = run_driver(&py, port, "none", &a, &cases)?;
         // A server that died mid-run turns every later case into a
         // connection error: say so instead of scoring them.
         match server.0.try_wait()? {
@@ -170,6 +177,7 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         "categories": per_category,
         "reference_chat_format": a.reference_chat_format,
         "reference_error": reference_error,
+        "cases": bench.root(),
     });
     if a.json {
         output::json(&report)?;
@@ -177,6 +185,10 @@ pub fn tools(home: &Home, a: ToolsArgs) -> anyhow::Result<ExitCode> {
         if let Some(why) = report["reference_error"].as_str() {
             println!("no reference figures: {why}");
         }
+        println!(
+            "case by case: {}/{{reverie,reference}}-cases.jsonl",
+            bench.root().display()
+        );
         for (c, v) in &per_category {
             let line = |s: &serde_json::Value| {
                 format!(
@@ -365,9 +377,19 @@ fn start_reference(
     bail!("llama-cpp-python's server did not listen on port {port} within 5 minutes")
 }
 
-fn run_driver(py: &Path, port: u16, key: &str, a: &ToolsArgs) -> anyhow::Result<serde_json::Value> {
+/// Runs the BFCL driver against the server on `port`; each case's question,
+/// reply and verdict go to `cases` (JSON lines).
+fn run_driver(
+    py: &Path,
+    port: u16,
+    key: &str,
+    a: &ToolsArgs,
+    cases: &Path,
+) -> anyhow::Result<serde_json::Value> {
     let out = Command::new(py)
         .arg(DRIVER)
+        .arg("--cases")
+        .arg(cases)
         .args(["--base-url", &format!("http://127.0.0.1:{port}/v1")])
         .args(["--api-key", key, "--categories", &a.categories])
         .args(["--limit", &a.limit.to_string()])

@@ -29,6 +29,10 @@ const HERMES_OPEN: &str = "<tool_call>";
 /// to the same grammar from the brace on.
 const BARE_CALL_TRIGGER: &str = r#"^\s*(?:```(?:json)?\s*)?(\{\s*"name")"#;
 
+/// A ```json fence opening a call after some words ("I'll check the file:
+/// ```json {"name": …"), which the same models also write, is held too.
+const FENCED_CALL_TRIGGER: &str = r#"```(?:json)?\s*(\{\s*"name")"#;
+
 impl Engine {
     /// The constraint and parser for the next reply of `t` (its messages
     /// rendered through the model's own template), calling any of
@@ -74,6 +78,7 @@ pub fn call_constraint(params: &ChatParams) -> Option<Constraint> {
             if let Some(g) = with_bare_calls(&gbnf) {
                 gbnf = g;
                 patterns.push(BARE_CALL_TRIGGER.to_string());
+                patterns.push(FENCED_CALL_TRIGGER.to_string());
             }
         }
         if params.grammar_lazy {
@@ -110,6 +115,69 @@ pub fn with_bare_calls(gbnf: &str) -> Option<String> {
     Some(out)
 }
 
+/// A reply that ends in one call without its format's tags: the words
+/// before it and the call object's text. The object is the whole reply,
+/// maybe in a ```json fence, or a fence that closes the reply after some
+/// words. `None` when the reply does not end in such an object (a call
+/// followed by prose is an answer) or the object has no `"name"` string and
+/// `"arguments"`. The object's text is completed when it lacks its last one
+/// or two braces, where a small model often stops.
+pub fn bare_call(reply: &str) -> Option<(&str, String)> {
+    let t = reply.trim();
+    // A call held to the grammar ends at its last brace, before the fence
+    // could close.
+    let t = t.strip_suffix("```").unwrap_or(t).trim_end();
+    let (words, body) = match t.rfind("```") {
+        Some(open) => {
+            let inner = &t[open + 3..];
+            (
+                t[..open].trim_end(),
+                inner.strip_prefix("json").unwrap_or(inner).trim(),
+            )
+        }
+        None => ("", t),
+    };
+    if !body.starts_with('{') {
+        return None;
+    }
+    let text = match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(_) => body.to_string(),
+        Err(_) => close_braces(body)?,
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    (v.get("name").is_some_and(serde_json::Value::is_string) && v.get("arguments").is_some())
+        .then_some((words, text))
+}
+
+/// `body` with the one or two closing braces it lacks: small models often
+/// stop just short of the end of a call (`{"name": …, "arguments": {…}`).
+/// `None` when more is missing or something else is wrong.
+pub fn close_braces(body: &str) -> Option<String> {
+    let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
+    for c in body.chars() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+    }
+    (!in_string && (1..=2).contains(&depth))
+        .then(|| format!("{body}{}", "}".repeat(depth as usize)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +196,41 @@ mod tests {
             "{g}"
         );
         assert_eq!(with_bare_calls("root ::= \"x\"\n"), None);
+    }
+
+    #[test]
+    fn a_call_that_ends_the_reply_is_read_with_the_words_before_it() {
+        let call = r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#;
+        for reply in [
+            call.to_string(),
+            format!("```json\n{call}\n```"),
+            format!("```\n{call}"),
+        ] {
+            assert_eq!(bare_call(&reply), Some(("", call.to_string())), "{reply}");
+        }
+        for reply in [
+            format!("Let me read it.\n```json\n{call}\n```"),
+            format!("Let me read it.\n```json\n{call} "),
+        ] {
+            assert_eq!(
+                bare_call(&reply),
+                Some(("Let me read it.", call.to_string())),
+                "{reply}"
+            );
+        }
+        let short = r#"{"name": "calculator", "arguments": {"expression": "2 {}"}"#;
+        assert_eq!(
+            bare_call(&format!("So:\n```json\n{short}\n```")).map(|(_, b)| b),
+            Some(format!("{short}}}"))
+        );
+        for answer in [
+            format!("{call} so that is the file"),
+            format!("```json\n{call}\n```\nThat is how you would call it."),
+            "```python\nprint(1)\n```\nIt prints 1.".to_string(),
+            "```json\n{\"answer\": 4}\n```".to_string(),
+            r#"{"name": "x"}"#.to_string(),
+        ] {
+            assert_eq!(bare_call(&answer), None, "{answer}");
+        }
     }
 }

@@ -320,6 +320,19 @@ fn sampled(
     (out.text, out.ids, out.reason)
 }
 
+/// `gbnf` awake from the first token, holding one call (of one or more
+/// calls, comma-separated: the format's parallel calls).
+fn awake(gbnf: &str) -> Constraint {
+    let forced: String = gbnf
+        .lines()
+        .map(|l| match l.starts_with("root ::= ") {
+            true => "root ::= tool-call\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    Constraint::Gbnf(forced)
+}
+
 /// A random-weight model made to open a call writes only calls to the
 /// offered tool with arguments its schema allows; left free (the grammar
 /// asleep), it writes exactly what it writes without one.
@@ -344,16 +357,7 @@ fn the_lazy_grammar_holds_calls_to_the_schema_and_leaves_free_text_alone() {
     let Some(Constraint::Lazy { gbnf, .. }) = calling.constraint.clone() else {
         panic!("a lazy grammar: {:?}", calling.constraint)
     };
-    // Awake from the first token, holding one call (of one or more calls,
-    // comma-separated: the format's parallel calls).
-    let forced: String = gbnf
-        .lines()
-        .map(|l| match l.starts_with("root ::= ") {
-            true => "root ::= tool-call\n".to_string(),
-            false => format!("{l}\n"),
-        })
-        .collect();
-    let forced = Constraint::Gbnf(forced);
+    let forced = awake(&gbnf);
     let (mut calls, mut cut) = (0, 0);
     for seed in 0..200 {
         // The grammar awake from the first token: the model must call.
@@ -395,4 +399,56 @@ fn the_lazy_grammar_holds_calls_to_the_schema_and_leaves_free_text_alone() {
             "seed {seed}: the sleeping grammar changed free text"
         );
     }
+}
+
+/// A tool whose arguments are one of two whole objects (python's `code` or
+/// `path`): a model made to call it writes one alternative, never both.
+#[test]
+fn a_call_holds_to_one_alternative_of_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = model_with(dir.path(), &template("Qwen-Qwen2.5-7B-Instruct.jinja"));
+    let code = json!({"type": "string", "maxLength": 8});
+    let path = json!({"type": "string", "maxLength": 8});
+    let tool = json!({"type": "function", "function": {
+        "name": "python",
+        "description": "Run Python",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": code, "path": path},
+            "oneOf": [
+                {"type": "object", "properties": {"code": code}, "required": ["code"]},
+                {"type": "object", "properties": {"path": path}, "required": ["path"]}
+            ]
+        }
+    }});
+    let mut t = reverie_infer::Transcript::default();
+    t.tools = vec![tool.clone()];
+    engine
+        .extend_transcript(
+            &mut t,
+            &[reverie_infer::ChatMessage::new(
+                reverie_core::MessageRole::User,
+                "Run it",
+            )],
+        )
+        .unwrap();
+    let calling = engine.tool_calling(&t, &[tool], ToolChoice::Auto).unwrap();
+    let Some(Constraint::Lazy { gbnf, .. }) = calling.constraint.clone() else {
+        panic!("a lazy grammar: {:?}", calling.constraint)
+    };
+    let forced = awake(&gbnf);
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..60 {
+        let (text, _, reason) = sampled(&engine, &t.tokens.ids, seed, 400, Some(forced.clone()));
+        if reason == StopReason::MaxTokens {
+            continue;
+        }
+        for c in calling.parser.parse(&text, false).unwrap().tool_calls {
+            let args: Value = serde_json::from_str(&c.arguments).unwrap();
+            let keys: Vec<&String> = args.as_object().unwrap().keys().collect();
+            assert_eq!(keys.len(), 1, "seed {seed}: {args}");
+            seen.insert(keys[0].clone());
+        }
+    }
+    assert_eq!(seen.len(), 2, "both alternatives are reachable: {seen:?}");
 }

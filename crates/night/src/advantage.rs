@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use reverie_train::data::group_baseline;
 
 use crate::config::NightConfig;
-use crate::judge::JudgedTask;
+use crate::judge::{JudgedTask, TaskKind};
 use crate::value::Prediction;
 
 /// Every task's advantage, `None` where there is nothing to compare with:
@@ -17,7 +17,12 @@ use crate::value::Prediction;
 ///   the group's baseline ([`group_baseline`]), which is measured, not
 ///   guessed; below the baseline, scaled by `cfg.failed_attempt_weight`;
 /// - otherwise its reward against the value model's prediction
-///   ([`advantage`]);
+///   ([`advantage`]); for sub-tasks the judge rewarded, less the mean of
+///   that over the night's judged sub-tasks. The judge's yes/no reading and
+///   the value model's grade are two instruments whose scales differ by an
+///   offset that says nothing about the day (the judge centres near 0.5,
+///   the grade leans high): left in, it pushed every reply of a day down,
+///   right ones too;
 /// - then, where the understanding pass scored the task, the mean of that
 ///   and the understanding advantage (score − the night's mean score).
 pub fn task_advantages(
@@ -34,30 +39,46 @@ pub fn task_advantages(
     }
     let scored: Vec<f32> = understanding.iter().flatten().copied().collect();
     let mean_score = scored.iter().sum::<f32>() / scored.len().max(1) as f32;
-    tasks
+    let own: Vec<Option<(f32, bool)>> = tasks
         .iter()
         .enumerate()
         .map(|(i, t)| {
             let group = t.group.as_deref().and_then(|g| groups.get(g));
-            let task = match (group, preds.get(i).and_then(Option::as_ref)) {
+            match (group, preds.get(i).and_then(Option::as_ref)) {
                 (Some(rs), _) if rs.len() >= 2 => {
                     let a = t.reward - group_baseline(rs, cfg.train.loss.beta1);
-                    Some(if a < 0.0 && t.checked {
+                    let a = if a < 0.0 && t.checked {
                         a * cfg.failed_attempt_weight
                     } else {
                         a
-                    })
+                    };
+                    Some((a, false))
                 }
-                (_, Some(p)) => Some(advantage(
-                    t.reward,
-                    t.turns,
-                    p.reward,
-                    p.turns,
-                    cfg.success_threshold,
-                    cfg.turn_weight,
+                (_, Some(p)) => Some((
+                    advantage(
+                        t.reward,
+                        t.turns,
+                        p.reward,
+                        p.turns,
+                        cfg.success_threshold,
+                        cfg.turn_weight,
+                    ),
+                    t.kind == TaskKind::Judged,
                 )),
                 _ => None,
-            }?;
+            }
+        })
+        .collect();
+    let judged: Vec<f32> = own.iter().flatten().filter(|a| a.1).map(|a| a.0).collect();
+    let offset = match judged.len() {
+        0 | 1 => 0.0,
+        n => judged.iter().sum::<f32>() / n as f32,
+    };
+    own.into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let (a, by_judge) = a?;
+            let task = if by_judge { a - offset } else { a };
             Some(match understanding.get(i).copied().flatten() {
                 Some(score) => (task + (score - mean_score)) / 2.0,
                 None => task,
@@ -132,7 +153,10 @@ mod tests {
             task(0.0, Some("a")),
             task(0.0, Some("b")),
             task(0.0, Some("b")),
-            task(1.0, Some("lonely")),
+            JudgedTask {
+                kind: TaskKind::Practice,
+                ..task(1.0, Some("lonely"))
+            },
             task(0.5, None),
             task(0.5, None),
         ];
@@ -196,5 +220,34 @@ mod tests {
         let preds = [pred(0.5), pred(0.5), pred(0.5)];
         let advs = task_advantages(&tasks, &preds, &[Some(1.0), Some(0.0), None], &cfg);
         assert_eq!(advs, vec![Some(0.25), Some(-0.25), Some(0.0)]);
+    }
+
+    #[test]
+    fn judged_sub_tasks_are_measured_against_each_other_not_the_grades_scale() {
+        let cfg = NightConfig::default();
+        // The judge reads right and wrong answers near 0.5; the value model
+        // expected 0.75 of each.
+        let tasks = [
+            task(0.53, None),
+            task(0.47, None),
+            task(0.50, None),
+            JudgedTask {
+                kind: TaskKind::Rated,
+                feedback: Some(true),
+                ..task(1.0, None)
+            },
+        ];
+        let preds = [pred(0.75), pred(0.75), pred(0.75), pred(0.75)];
+        let advs: Vec<f32> = task_advantages(&tasks, &preds, &[None; 4], &cfg)
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert!(advs[0] > 0.0 && advs[1] < 0.0, "{advs:?}");
+        assert!(advs[2].abs() < 1e-6, "{advs:?}");
+        assert!((advs[..3].iter().sum::<f32>()).abs() < 1e-6);
+        assert!(
+            (advs[3] - 0.25).abs() < 1e-6,
+            "a rating is on the grade's own scale: {advs:?}"
+        );
     }
 }

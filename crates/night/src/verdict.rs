@@ -79,6 +79,23 @@ pub fn spans(messages: &[Numbered], harness: &dyn Fn(usize) -> bool) -> Vec<Span
     out
 }
 
+/// How much steeper than the logits the judge's reading asked both ways
+/// is made. Averaged both ways, the default model's probability lies
+/// within 0.45–0.58 for right and wrong answers alike (it ranks them well,
+/// AUC 0.79, but says so faintly), which made the judge's part of a
+/// reward smaller than the value model's noise about it. A logistic fit of
+/// the hidden checks of 80 simulated requests (`reverie bench judge`) on
+/// the reading's log-odds gave a slope of 9.1: 0.45 becomes 0.14 and 0.55
+/// becomes 0.86, 0.5 stays the point of "right" and the order is kept.
+pub const BOTH_WAYS_SHARPNESS: f32 = 9.0;
+
+/// `p` with its log-odds multiplied by [`BOTH_WAYS_SHARPNESS`].
+pub fn sharpened(p: f32) -> f32 {
+    let p = p.clamp(1e-6, 1.0 - 1e-6);
+    let logit = (p / (1.0 - p)).ln() * BOTH_WAYS_SHARPNESS;
+    1.0 / (1.0 + (-logit).exp())
+}
+
 /// Files the assistant changed during one sub-task, as they were when it
 /// answered: (path, text or why it cannot be shown).
 pub type ChangedFiles = Vec<(String, String)>;
@@ -108,7 +125,8 @@ pub fn judge(engine: &Engine, w: &Window, options: JudgeOptions) -> Result<Judge
             }
             Asked::BothWays => {
                 let right = yes_probability(engine, &shown.ask(IS_RIGHT))?;
-                let p = (right + 1.0 - yes_probability(engine, &shown.ask(IS_WRONG))?) / 2.0;
+                let wrong = yes_probability(engine, &shown.ask(IS_WRONG))?;
+                let p = sharpened((right + 1.0 - wrong) / 2.0);
                 (p, if p >= 0.5 { 1.0 } else { 0.0 })
             }
             Asked::Grade => grade(engine, &shown.ask(GRADE))?,
@@ -563,8 +581,9 @@ mod tests {
         let (right, wrong) = (p_yes(IS_RIGHT), p_yes(IS_WRONG));
         let close = |got: f32, want: f64| (got as f64 - want).abs() < 1e-3;
         let got = j.tasks[0].reward;
+        let both = ((right + 1.0 - wrong) / 2.0) as f32;
         assert!(
-            close(got, (right + 1.0 - wrong) / 2.0),
+            close(got, f64::from(sharpened(both))),
             "asked both ways: {got} vs right {right}, wrong {wrong}"
         );
         let once = JudgeOptions {
@@ -579,5 +598,16 @@ mod tests {
         );
         assert!(got > 0.0 && got < 1.0);
         assert_eq!(j.written[0], if got >= 0.5 { 1.0 } else { 0.0 });
+    }
+
+    #[test]
+    fn sharpening_keeps_the_midpoint_and_the_order() {
+        assert!((sharpened(0.5) - 0.5).abs() < 1e-6);
+        let readings = [0.0, 0.45, 0.48, 0.5, 0.53, 0.58, 1.0];
+        let out: Vec<f32> = readings.iter().map(|&p| sharpened(p)).collect();
+        assert!(out.windows(2).all(|w| w[0] < w[1]), "{out:?}");
+        // The default model's faint readings become a usable spread.
+        assert!(sharpened(0.45) < 0.2 && sharpened(0.55) > 0.8, "{out:?}");
+        assert!(out.iter().all(|r| (0.0..=1.0).contains(r)));
     }
 }

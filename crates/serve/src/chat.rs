@@ -296,36 +296,40 @@ fn call(i: usize, name: &str, arguments: String) -> Value {
     })
 }
 
-/// `text` as one bare call `{"name": …, "arguments": …}` (maybe in a
-/// ```json fence).
-fn bare_call(text: &str) -> Option<Value> {
-    let t = text.trim();
-    let t = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```"))
-        .map_or(t, |r| r.trim_end().trim_end_matches("```"));
-    let v: Value = serde_json::from_str(t.trim()).ok()?;
-    v["name"].is_string().then(|| {
-        call(
-            0,
-            v["name"].as_str().unwrap_or_default(),
-            v.get("arguments").cloned().unwrap_or(json!({})).to_string(),
-        )
-    })
+/// The call `text` ends in without its format's tags, and the words before
+/// it (see [`reverie_infer::bare_call`]).
+fn bare_call(text: &str) -> Option<(Option<String>, Value)> {
+    let (words, body) = reverie_infer::bare_call(text)?;
+    let v: Value = serde_json::from_str(&body).ok()?;
+    // Some models write the arguments as a JSON string.
+    let arguments = match &v["arguments"] {
+        Value::String(s) => s.clone(),
+        a => a.to_string(),
+    };
+    let content = (!words.is_empty()).then(|| words.to_string());
+    Some((
+        content,
+        call(0, v["name"].as_str().unwrap_or_default(), arguments),
+    ))
 }
 
 /// The assistant message of a finished reply: content and tool calls.
 pub fn message(reading: &Reading, text: &str) -> Value {
     match reading {
         Reading::JsonCall => match bare_call(text) {
-            Some(c) => json!({"role": "assistant", "content": null, "tool_calls": [c]}),
+            Some((content, c)) => {
+                json!({"role": "assistant", "content": content, "tool_calls": [c]})
+            }
             None => json!({"role": "assistant", "content": text}),
         },
         Reading::Json => json!({"role": "assistant", "content": text.trim()}),
         Reading::Format { parser, tools } => match parser.parse(text, false) {
-            Ok(p) if *tools && p.tool_calls.is_empty() && bare_call(&p.content).is_some() => {
-                json!({"role": "assistant", "content": null, "tool_calls": [bare_call(&p.content)]})
-            }
+            Ok(p) if *tools && p.tool_calls.is_empty() => match bare_call(&p.content) {
+                Some((content, c)) => {
+                    json!({"role": "assistant", "content": content, "tool_calls": [c]})
+                }
+                None => json!({"role": "assistant", "content": p.content}),
+            },
             Ok(p) if *tools && !p.tool_calls.is_empty() => {
                 let calls: Vec<Value> = p
                     .tool_calls

@@ -61,8 +61,23 @@ fn max_lines() -> usize {
 }
 
 fn read_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
-    let a: ReadArgs = parse_args("read_file", args)?;
-    let (_, text) = read_text(tb, &a.path)?;
+    let mut a: ReadArgs = parse_args("read_file", args)?;
+    let (text, found) = match read_text(tb, &a.path) {
+        Ok((_, text)) => (text, None),
+        // A small model drops the folder from a path it was given
+        // ("sales.csv" for data/sales.csv) and, told where the file is,
+        // lists the folder instead of reading it. When exactly one file
+        // has that name, it is read, and the result says which.
+        Err(ToolError::NotFound { path, near }) => match tb.workspace().same_names(&a.path)[..] {
+            [ref only] => {
+                let (_, text) = read_text(tb, only)?;
+                let said = std::mem::replace(&mut a.path, only.clone());
+                (text, Some(said))
+            }
+            _ => return Err(ToolError::NotFound { path, near }),
+        },
+        Err(e) => return Err(e),
+    };
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
     if a.limit == 0 || a.limit > MAX_READ_LINES {
@@ -80,7 +95,17 @@ fn read_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         )));
     }
     let end = (a.offset - 1 + a.limit).min(total);
-    let mut out = format!("{}: lines {}-{end} of {total}\n", a.path, a.offset);
+    let mut out = match found {
+        Some(said) => format!(
+            "There is no `{said}`; the only file of that name is `{}`, read here.\n",
+            a.path
+        ),
+        None => String::new(),
+    };
+    out.push_str(&format!(
+        "{}: lines {}-{end} of {total}\n",
+        a.path, a.offset
+    ));
     for (i, line) in lines[a.offset - 1..end].iter().enumerate() {
         out.push_str(&format!(
             "{}| {}\n",

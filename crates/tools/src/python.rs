@@ -198,19 +198,31 @@ fn outline(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     }
 }
 
+/// The python tool's arguments: `code` or `path`, never both. The
+/// alternatives are whole objects because a call's grammar is built from
+/// them alone (a small model otherwise writes both and is refused); the
+/// properties beside them are for chat templates that list them.
+fn python_parameters() -> serde_json::Value {
+    let code = json!({"type": "string", "description": "Python source"});
+    let path = json!({"type": "string", "description": "or a .py file in the workspace"});
+    let args = json!({"type": "array", "items": {"type": "string"}});
+    let timeout = json!({"type": "integer", "description": "1 to 600 (default 30)"});
+    let memory = json!({"type": "integer", "description": "address-space limit (default 2048)"});
+    json!({
+        "type": "object",
+        "properties": {"code": code, "path": path, "args": args, "timeout_s": timeout, "memory_mb": memory},
+        "oneOf": [
+            {"type": "object", "properties": {"code": code, "timeout_s": timeout, "memory_mb": memory}, "required": ["code"]},
+            {"type": "object", "properties": {"path": path, "args": args, "timeout_s": timeout, "memory_mb": memory}, "required": ["path"]}
+        ]
+    })
+}
+
 pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "python",
         description: "Run Python (code, or a .py file) in the workspace and wait for it; returns its output. Default timeout 30 s, memory 2 GiB.",
-        parameters: || {
-            json!({"type": "object", "properties": {
-                "code": {"type": "string", "description": "Python source"},
-                "path": {"type": "string", "description": "or a .py file in the workspace"},
-                "args": {"type": "array", "items": {"type": "string"}},
-                "timeout_s": {"type": "integer", "description": "1 to 600 (default 30)"},
-                "memory_mb": {"type": "integer", "description": "address-space limit (default 2048)"}
-            }})
-        },
+        parameters: python_parameters,
         run,
     },
     ToolDef {
@@ -220,3 +232,28 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         run: outline,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_allows_code_or_path_never_both() {
+        let p = python_parameters();
+        let alternatives = p["oneOf"].as_array().unwrap();
+        let mut given = Vec::new();
+        for alt in alternatives {
+            let props = alt["properties"].as_object().unwrap();
+            // Every alternative is a whole object of the listed properties.
+            assert!(props.keys().all(|k| p["properties"].get(k).is_some()));
+            let one: Vec<_> = ["code", "path"]
+                .into_iter()
+                .filter(|k| props.contains_key(*k))
+                .collect();
+            assert_eq!(one.len(), 1, "{alt}");
+            assert_eq!(alt["required"], json!(one));
+            given.push(one[0]);
+        }
+        assert_eq!(given, ["code", "path"]);
+    }
+}

@@ -325,4 +325,17 @@ fn a_path_missing_its_folder_is_answered_with_where_the_file_is() {
     // Nothing of that name anywhere: the plain advice.
     let err = f.err("read_file", json!({"path": "nope.csv"}));
     assert_has(&err, "no file or folder at `nope.csv` (yet: write_file");
+    // Only one file of that name: read_file reads it and says which.
+    f.ok(
+        "write_file",
+        json!({"path": "logs/app.log", "content": "WARN a\nINFO b\n"}),
+    );
+    let read = f.ok_text("read_file", json!({"path": "app.log"}));
+    assert_has(
+        &read,
+        "There is no `app.log`; the only file of that name is `logs/app.log`, read here.\nlogs/app.log: lines 1-2 of 2\n1| WARN a",
+    );
+    // Other tools still say where it is rather than act on a guess.
+    let err = f.err("edit_file", json!({"path": "app.log", "action": "replace", "start_line": 1, "end_line": 1, "text": "x"}));
+    assert_has(&err, "did you mean `logs/app.log`?");
 }

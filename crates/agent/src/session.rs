@@ -333,12 +333,12 @@ impl<'a> ChannelSession<'a> {
                 .as_ref()
                 .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
             let then = if wrap_up.is_some() {
-                crate::wrap_up::ANSWER_NOW
+                crate::wrap_up::answer_now(text)
             } else {
-                "Ask to continue if there is more to do."
+                "Ask to continue if there is more to do.".to_string()
             };
             if let Some(cause) = guard.stop(calls_made, max) {
-                let notice = cause.notice(then);
+                let notice = cause.notice(&then);
                 self.record_notice(&notice)?;
                 on_event(ChatEvent::Notice {
                     channel: ch,

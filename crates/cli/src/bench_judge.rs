@@ -6,7 +6,8 @@
 //! runs. The same channels are then judged, side by side, by the night's
 //! verdict judge and, when asked, by the earlier window judge
 //! (`--window`), by the verdict judge asking its question once or as a
-//! grade (`--variants`) and without the calculator's checks (`--plain`);
+//! grade (`--variants`), without the traces of the answers' figures and
+//! without any checks (`--plain`);
 //! each reward is read two ways: the judge's greedy answer and its
 //! probability under the logits (what the night uses). `--again FOLDER`
 //! judges an earlier run's channels again. Reported per way: coverage, accuracy, Cohen's κ,
@@ -71,7 +72,8 @@ pub struct JudgeArgs {
     /// call, which leaves the judge nothing but failures to grade).
     #[arg(long)]
     all_tools: bool,
-    /// Also judge with the verdict judge without the calculator's checks.
+    /// Also judge with the verdict judge without the traces of where an
+    /// answer's figures were read, and without any check at all.
     #[arg(long)]
     plain: bool,
     #[arg(long)]
@@ -101,6 +103,9 @@ struct Way {
     seconds: f64,
     /// Each task's reward (probability), in the order of `checks`.
     rewards: Vec<Option<f32>>,
+    /// What the judge was shown of each task beyond the messages (checks,
+    /// traces, notices, files), in the order of `checks`.
+    evidence: Vec<Vec<String>>,
 }
 
 pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
@@ -178,6 +183,13 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
     }
     if a.plain {
         ways.push((
+            "verdict without figure traces",
+            JudgeOptions {
+                traces: false,
+                ..verdict
+            },
+        ));
+        ways.push((
             "verdict without checks",
             JudgeOptions {
                 checks: false,
@@ -191,6 +203,7 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         // Each task's reward (expected, written), where a sub-task covered it.
         let mut rewards: [Vec<Option<f32>>; 2] = [vec![None; posed.len()], vec![None; posed.len()]];
+        let mut evidence = vec![Vec::new(); posed.len()];
         for (w, window) in windows.iter().enumerate() {
             eprintln!("{name}: window {}/{}", w + 1, windows.len());
             let Ok(j) = judge_window(&engine, window, cfg.retries, options) else {
@@ -199,6 +212,9 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             for (t, written) in j.tasks.iter().zip(&j.written) {
                 for (k, p) in posed.iter().enumerate() {
                     if p.channel == window.channel.0 && covers(t.first, t.last, p) {
+                        if rewards[0][k].is_none() {
+                            evidence[k] = t.evidence.clone();
+                        }
                         rewards[0][k].get_or_insert(t.reward);
                         rewards[1][k].get_or_insert(*written);
                     }
@@ -212,6 +228,7 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             written: agree(&rewards[1]),
             seconds: started.elapsed().as_secs_f64(),
             rewards: std::mem::take(&mut rewards[0]),
+            evidence,
         };
         eprintln!(
             "{name}: accuracy {:.1}%, κ {:.2}, AUC {:.2} over {} tasks",

@@ -34,6 +34,19 @@ pub fn checks<'a>(
     out
 }
 
+/// What the calculator gives for each sum in `texts`, posed or claimed
+/// (the left side of an equation), as the checks spell it.
+pub fn values<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    texts
+        .into_iter()
+        .flat_map(arithmetic_runs)
+        .filter_map(|run| {
+            let lhs = run.split('=').next()?;
+            evaluate(lhs).ok().map(format_number)
+        })
+        .collect()
+}
+
 fn posed(message: usize, expr: &str) -> Option<String> {
     let v = evaluate(expr).ok()?;
     Some(format!(
@@ -119,6 +132,12 @@ mod tests {
                 "[check] message 6 says 12 * 12 = 124: wrong, the calculator gives 144",
             ]
         );
+    }
+
+    #[test]
+    fn values_are_those_of_sums_posed_and_claimed() {
+        let got = values(["What is 17 × 23?", "12 * 12 = 124, and no sum here"]);
+        assert_eq!(got, vec!["391", "144"]);
     }
 
     #[test]

@@ -363,6 +363,9 @@ fn excerpt(text: &str) -> String {
 pub struct JudgeOptions {
     /// Show the calculator's checks of the sums in the messages.
     pub checks: bool,
+    /// Show where the figures of each final answer were read (the verdict
+    /// judge; with `checks`).
+    pub traces: bool,
     pub way: JudgeWay,
     /// What the verdict judge asks.
     pub asked: Asked,
@@ -402,6 +405,7 @@ impl Default for JudgeOptions {
     fn default() -> Self {
         JudgeOptions {
             checks: true,
+            traces: true,
             way: JudgeWay::default(),
             asked: Asked::default(),
         }

@@ -40,6 +40,7 @@ mod estimate;
 mod event;
 mod feedback;
 mod grade;
+mod grounding;
 mod judge;
 pub mod lock;
 mod practice;

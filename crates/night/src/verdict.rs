@@ -241,6 +241,9 @@ impl Shown {
         } else {
             Vec::new()
         };
+        if options.checks && options.traces {
+            checks.extend(grounding_checks(w, span));
+        }
         for (path, content) in w.changed.get(&span.last).into_iter().flatten() {
             checks.push(format!(
                 "[file] {path} as it was after the answer:\n{}",
@@ -278,6 +281,38 @@ impl Shown {
             evidence,
         }
     }
+}
+
+/// Where the figures of `span`'s final answer come from: the tool results
+/// of the span, the person's earlier messages, or the calculator's values of
+/// the sums in either and in the assistant's steps.
+fn grounding_checks(w: &Window, span: Span) -> Vec<String> {
+    let all = &w.channel_messages;
+    let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
+    let mut sources: Vec<(String, &str)> = all
+        .iter()
+        .filter(|(i, r, _)| match r {
+            MessageRole::Tool => (span.first..span.last).contains(i),
+            MessageRole::User => *i < span.first && !w.harness.contains(i),
+            _ => false,
+        })
+        .map(|(i, r, t)| {
+            let what = if *r == MessageRole::Tool {
+                "tool result"
+            } else {
+                "the person's message"
+            };
+            (format!("{what} [{i}]"), t.as_str())
+        })
+        .collect();
+    let sums = crate::claims::values(
+        all.iter()
+            .filter(|m| m.0 < span.last && !w.harness.contains(&m.0))
+            .map(|m| m.2.as_str()),
+    )
+    .join(" ");
+    sources.push(("a calculator value".to_string(), &sums));
+    crate::grounding::grounding(text(span.first), text(span.last), &sources)
 }
 
 /// The judge's two answers as tokens: what every spelling of both begins
@@ -483,7 +518,11 @@ mod tests {
             r#"{"name": "read_file"}"#,
             TokenRole::Action,
         );
-        say(MessageRole::Tool, "error: no file", TokenRole::Env);
+        say(
+            MessageRole::Tool,
+            "error: no file config.ini",
+            TokenRole::Env,
+        );
         say(
             MessageRole::User,
             "This turn was stopped: the same call failed.",
@@ -495,7 +534,11 @@ mod tests {
                 &serde_json::json!({"path": "app.ini", "content": "port = 9091\n"}),
             )
             .unwrap();
-        say(MessageRole::Assistant, "Done: 9091.", TokenRole::Action);
+        say(
+            MessageRole::Assistant,
+            "Done: 9091 in app.ini, config.ini was missing, 2 files checked.",
+            TokenRole::Action,
+        );
         say(MessageRole::User, "Now set it back to 80", TokenRole::User);
         tools
             .call(
@@ -524,12 +567,27 @@ mod tests {
             .contains("[3] harness notice: This turn was stopped"));
         assert!(first.prompt.contains("port = 9091") && !first.prompt.contains("port = 80"));
         assert!(first.evidence.iter().any(|e| e.starts_with("[notice 3]")));
+        // Figures of the answer the request did not hold are traced.
+        assert_eq!(
+            grounding_checks(w, found[0]),
+            vec![
+                "[check] config.ini in the final answer is in tool result [2]",
+                "[check] 2 in the final answer is in no tool result, earlier message or \
+                 calculator value: nothing the assistant read shows it",
+            ]
+        );
+        assert!(first
+            .prompt
+            .contains("config.ini in the final answer is in tool result [2]"));
         let second = Shown::of(w, found[1], JudgeOptions::default());
         assert!(second
             .prompt
             .contains("app.ini as it was after the answer:\nport = 80"));
         assert!(
-            second.prompt.contains("Done.") && second.prompt.contains("[4] assistant: Done: 9091.")
+            second.prompt.contains("Done.")
+                && second
+                    .prompt
+                    .contains("[4] assistant: Done: 9091 in app.ini")
         );
 
         let model = dir.path().join("tiny.gguf");

@@ -285,7 +285,7 @@ impl Shown {
 
 /// Where the figures of `span`'s final answer come from: the tool results
 /// of the span, the person's earlier messages, or the calculator's values of
-/// the sums in either and in the assistant's steps.
+/// the sums in any message before the answer (harness notices aside).
 fn grounding_checks(w: &Window, span: Span) -> Vec<String> {
     let all = &w.channel_messages;
     let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());

@@ -6,8 +6,8 @@
 //! runs. The same channels are then judged, side by side, by the night's
 //! verdict judge and, when asked, by the earlier window judge
 //! (`--window`), by the verdict judge asking its question once or as a
-//! grade (`--variants`), without the traces of the answers' figures and
-//! without any checks (`--plain`);
+//! grade (`--variants`), without the failures the record proves, without
+//! the traces of the answers' figures and without any checks (`--plain`);
 //! each reward is read two ways: the judge's greedy answer and its
 //! probability under the logits (what the night uses). `--again FOLDER`
 //! judges an earlier run's channels again. Reported per way: coverage, accuracy, Cohen's κ,
@@ -72,8 +72,9 @@ pub struct JudgeArgs {
     /// call, which leaves the judge nothing but failures to grade).
     #[arg(long)]
     all_tools: bool,
-    /// Also judge with the verdict judge without the traces of where an
-    /// answer's figures were read, and without any check at all.
+    /// Also judge with the verdict judge without the failures the record
+    /// proves, without the traces of where an answer's figures were read,
+    /// and without any check at all.
     #[arg(long)]
     plain: bool,
     #[arg(long)]
@@ -183,6 +184,13 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
     }
     if a.plain {
         ways.push((
+            "verdict without the verifier",
+            JudgeOptions {
+                verify: false,
+                ..verdict
+            },
+        ));
+        ways.push((
             "verdict without figure traces",
             JudgeOptions {
                 traces: false,
@@ -193,6 +201,7 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             "verdict without checks",
             JudgeOptions {
                 checks: false,
+                verify: false,
                 ..verdict
             },
         ));

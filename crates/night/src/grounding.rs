@@ -47,7 +47,7 @@ pub fn grounding(request: &str, answer: &str, sources: &[(String, &str)]) -> Vec
 
 /// The texts `text` quotes ('…', "…" or `…`, two to 80 characters, on one
 /// line), in order.
-fn quotes(text: &str) -> Vec<String> {
+pub(crate) fn quotes(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
         for mark in ['"', '`', '\'', '“'] {
@@ -75,6 +75,14 @@ fn quotes(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The file names of `text` (lowercase), in order.
+pub(crate) fn file_names(text: &str) -> Vec<String> {
+    ordered_figures(text)
+        .into_iter()
+        .filter(|f| number(f).is_none())
+        .collect()
 }
 
 /// The figures of `text` (numbers and file names, normalized) as a set.
@@ -193,6 +201,10 @@ mod tests {
         assert_eq!(file_name("v2.0"), None);
         assert_eq!(file_name("e.g"), None);
         assert_eq!(file_name("main.c"), Some("main.c".into()));
+        assert_eq!(
+            file_names("See `count_receipt.py` and src/my_app/main.rs, 3.5 times."),
+            vec!["count_receipt.py", "src/my_app/main.rs"]
+        );
     }
 
     #[test]

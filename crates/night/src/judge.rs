@@ -29,6 +29,9 @@ pub struct Window {
     /// For each sub-task ending in the window (keyed by its final answer),
     /// the files the assistant changed for it, as they were at the answer.
     pub changed: std::collections::BTreeMap<usize, crate::verdict::ChangedFiles>,
+    /// For each sub-task ending in the window (keyed by its final answer),
+    /// the notes saved between its request and its answer (title and body).
+    pub notes_added: std::collections::BTreeMap<usize, Vec<String>>,
 }
 
 /// A workspace as it was, and the services its Python runs with.
@@ -193,6 +196,7 @@ pub fn windows(
             files: None,
             harness: Default::default(),
             changed: Default::default(),
+            notes_added: Default::default(),
         })
         .collect()
 }
@@ -221,8 +225,18 @@ pub fn channel_windows(
     let msgs: Vec<(MessageRole, String)> = messages.into_iter().map(|m| (m.role, m.text)).collect();
     let root = reverie_tools::workspace_root(&store.channel(channel)?, services);
     let mut out = windows(channel, &msgs, from, size);
+    let notes = store.every_note()?;
     for w in &mut out {
         w.harness = harness.clone();
+        for s in crate::verdict::spans(&w.channel_messages, &|i| w.harness.contains(&i)) {
+            let (from, to) = (times[s.first], times[s.last]);
+            let added = notes
+                .iter()
+                .filter(|n| n.created_ms > from && n.created_ms <= to)
+                .map(|n| format!("{}\n{}", n.title, n.body))
+                .collect();
+            w.notes_added.insert(s.last, added);
+        }
     }
     if !root.is_dir() {
         return Ok(out);
@@ -366,6 +380,9 @@ pub struct JudgeOptions {
     /// Show where the figures of each final answer were read (the verdict
     /// judge; with `checks`).
     pub traces: bool,
+    /// Give a reward of 0, without asking, to a sub-task whose failure the
+    /// record proves (`crate::verifier`; the verdict judge).
+    pub verify: bool,
     pub way: JudgeWay,
     /// What the verdict judge asks.
     pub asked: Asked,
@@ -406,6 +423,7 @@ impl Default for JudgeOptions {
         JudgeOptions {
             checks: true,
             traces: true,
+            verify: true,
             way: JudgeWay::default(),
             asked: Asked::default(),
         }

@@ -52,6 +52,7 @@ mod stages;
 pub mod trigger;
 mod value;
 mod verdict;
+mod verifier;
 mod verify;
 
 pub use advantage::advantage;

@@ -9,7 +9,9 @@
 //! files it changed as they were when it answered, and the calculator's
 //! checks; it is asked "is the final answer right?", and the reward is the
 //! probability of "yes" against "no" under its own logits at the first
-//! token of its reply. Asked to split a window into sub-tasks and grade
+//! token of its reply. A sub-task whose failure the record proves (a file
+//! asked to change that no tool changed, an error message for an answer:
+//! `crate::verifier`) gets 0 without asking. Asked to split a window into sub-tasks and grade
 //! each as JSON, the default model left a third of the requests uncovered
 //! and its grades disagreed with the hidden checks more often than chance
 //! (`reverie bench judge`).
@@ -117,8 +119,14 @@ pub fn judge(engine: &Engine, w: &Window, options: JudgeOptions) -> Result<Judge
         .into_iter()
         .filter(|s| (lo..=hi).contains(&s.last))
     {
-        let shown = Shown::of(w, span, options);
+        let mut shown = Shown::of(w, span, options);
+        let proven = if options.verify {
+            proven_failures(w, span)
+        } else {
+            Vec::new()
+        };
         let (p, written) = match options.asked {
+            _ if !proven.is_empty() => (0.0, 0.0),
             Asked::Right => {
                 let p = yes_probability(engine, &shown.ask(IS_RIGHT))?;
                 (p, if p >= 0.5 { 1.0 } else { 0.0 })
@@ -143,16 +151,25 @@ pub fn judge(engine: &Engine, w: &Window, options: JudgeOptions) -> Result<Judge
                 span.last,
             ),
             reward: p,
-            reason: format!(
-                "right with probability {:.0}% by the judge's logits",
-                p * 100.0
-            ),
+            reason: match proven.first() {
+                Some(why) => format!(
+                    "not done, proven from the record without asking the judge: {}",
+                    why.trim_start_matches("[verified] ")
+                ),
+                None => format!(
+                    "right with probability {:.0}% by the judge's logits",
+                    p * 100.0
+                ),
+            },
             group: None,
             checked: false,
             kind: TaskKind::Judged,
             judged: None,
             feedback: None,
-            evidence: shown.evidence,
+            evidence: {
+                shown.evidence.splice(0..0, proven);
+                shown.evidence
+            },
             taken_back: Vec::new(),
         });
     }
@@ -281,6 +298,30 @@ impl Shown {
             evidence,
         }
     }
+}
+
+/// The failures of `span` that its record proves (`crate::verifier`).
+fn proven_failures(w: &Window, span: Span) -> Vec<String> {
+    let all = &w.channel_messages;
+    let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
+    let read: Vec<&str> = all
+        .iter()
+        .filter(|(i, r, _)| match r {
+            MessageRole::Tool => (span.first..span.last).contains(i),
+            MessageRole::User => *i < span.first,
+            _ => false,
+        })
+        .map(|m| m.2.as_str())
+        .collect();
+    let files = w.files.as_ref().and_then(|f| f.past.every_file());
+    crate::verifier::failures(&crate::verifier::Record {
+        request: text(span.first),
+        answer: text(span.last),
+        changed: w.changed.get(&span.last).map_or(&[], Vec::as_slice),
+        notes_added: w.notes_added.get(&span.last).map_or(&[], Vec::as_slice),
+        files: files.as_deref(),
+        read: &read,
+    })
 }
 
 /// Where the figures of `span`'s final answer come from: the tool results
@@ -491,23 +532,124 @@ mod tests {
         assert_eq!(cut("abcdefghij", 4), "abcd … [6 more characters]");
     }
 
+    /// Appends one message to `ch`, a few milliseconds apart from the
+    /// others so that revisions and notes fall between them.
+    fn record(
+        store: &reverie_store::Store,
+        ch: reverie_core::ChannelId,
+        role: MessageRole,
+        text: &str,
+        token_role: reverie_core::TokenRole,
+    ) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let span = reverie_core::TokenSpan {
+            ids: vec![7],
+            roles: vec![token_role],
+            logprobs: vec![None],
+        };
+        store.append_message(ch, role, text, &span).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+
+    /// Requests whose failure the record shows get 0 without the judge;
+    /// the same requests done are asked about.
+    #[test]
+    fn failures_the_record_proves_are_not_asked_about() {
+        use reverie_core::TokenRole::{Action, User};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, services, ch, tools) = crate::judge::tests::work_channel(dir.path());
+        tools
+            .call(
+                "write_file",
+                &serde_json::json!({"path": "src/shipping.py", "content": "def count_receipt():\n"}),
+            )
+            .unwrap();
+        let say = |role, text: &str, token_role| record(&store, ch, role, text, token_role);
+        say(MessageRole::User, "Change `port` to 9091 in app.ini.", User);
+        say(MessageRole::Assistant, "Done, the port is 9091.", Action);
+        say(
+            MessageRole::User,
+            "Save this in your notes: the code is 4411.",
+            User,
+        );
+        say(MessageRole::Assistant, "Saved.", Action);
+        say(
+            MessageRole::User,
+            "Please save this in your notes: my locker is L12.",
+            User,
+        );
+        store.add_note("locker", "L12").unwrap();
+        say(MessageRole::Assistant, "Saved as a note.", Action);
+        say(
+            MessageRole::User,
+            "Which file in my workspace defines `count_receipt`?",
+            User,
+        );
+        say(MessageRole::Assistant, "It is `receipts.py`.", Action);
+        say(MessageRole::User, "And which one really?", User);
+        say(MessageRole::Assistant, "src/shipping.py", Action);
+
+        let ws = crate::judge::channel_windows(&store, &services, ch, 0, 20).unwrap();
+        let model = dir.path().join("tiny.gguf");
+        reverie_gguf::synth::write(
+            &model,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        let engine =
+            Engine::load(&model, reverie_infer::EngineConfig::sized(1, 4096, 0, None)).unwrap();
+        let j = judge(&engine, &ws[0], JudgeOptions::default()).unwrap();
+        let proven: Vec<bool> = j
+            .tasks
+            .iter()
+            .map(|t| {
+                t.evidence
+                    .first()
+                    .is_some_and(|e| e.starts_with("[verified]"))
+            })
+            .collect();
+        assert_eq!(
+            proven,
+            vec![true, true, false, true, false],
+            "{:#?}",
+            j.tasks
+        );
+        for ((t, w), proven) in j.tasks.iter().zip(&j.written).zip(proven) {
+            if proven {
+                assert_eq!((t.reward, *w), (0.0, 0.0));
+                assert!(
+                    t.reason.starts_with("not done, proven from the record"),
+                    "{}",
+                    t.reason
+                );
+            } else {
+                assert!(t.reward > 0.0 && t.reason.contains("judge's logits"));
+            }
+        }
+        assert!(j.tasks[3].evidence[0].contains("names receipts.py"));
+        let asked = judge(
+            &engine,
+            &ws[0],
+            JudgeOptions {
+                verify: false,
+                ..JudgeOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            asked.tasks.iter().all(|t| t.reward > 0.0),
+            "without the verifier every one is asked"
+        );
+    }
+
     /// A channel with a long request, a stopped turn and a file written
     /// twice, judged by a tiny random model.
     #[test]
     fn each_answered_request_is_judged_on_its_own_record_and_the_logits() {
-        use reverie_core::{TokenRole, TokenSpan};
+        use reverie_core::TokenRole;
         let dir = tempfile::tempdir().unwrap();
         let (store, services, ch, tools) = crate::judge::tests::work_channel(dir.path());
-        let say = |role, text: &str, token_role| {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            let span = TokenSpan {
-                ids: vec![7],
-                roles: vec![token_role],
-                logprobs: vec![None],
-            };
-            store.append_message(ch, role, text, &span).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
+        let say = |role, text: &str, token_role| record(&store, ch, role, text, token_role);
         let long = format!(
             "{} Set the port to 9091 in app.ini.",
             "Some background. ".repeat(50)

@@ -232,9 +232,20 @@ impl Store {
     }
 
     pub fn notes(&self) -> Result<Vec<Note>> {
+        self.query_notes("WHERE hidden_ms IS NULL")
+    }
+
+    /// Every note ever saved, those a cleaning hid included, oldest first.
+    pub fn every_note(&self) -> Result<Vec<Note>> {
+        self.query_notes("")
+    }
+
+    /// The notes `filter` (a WHERE clause or nothing) keeps, oldest first.
+    fn query_notes(&self, filter: &str) -> Result<Vec<Note>> {
         let conn = self.conn();
-        let mut stmt =
-            conn.prepare("SELECT id, title, body, created_ms, used_ms FROM notes WHERE hidden_ms IS NULL ORDER BY id")?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT id, title, body, created_ms, used_ms FROM notes {filter} ORDER BY id"
+        ))?;
         let rows = stmt.query_map([], |r| {
             Ok(Note {
                 id: r.get(0)?,

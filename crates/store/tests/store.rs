@@ -482,3 +482,19 @@ fn replies_are_rated_and_a_rating_can_be_changed_or_taken_back() {
         .to_string();
     assert!(err.contains("taken back"), "{err}");
 }
+
+#[test]
+fn every_note_keeps_the_notes_a_cleaning_hid() {
+    let (_d, s) = open();
+    let a = s.add_note_at("a", "one", 1_000).unwrap();
+    s.add_note_at("b", "two", 2_000).unwrap();
+    s.change_notes("merged", &[a], None).unwrap();
+    assert_eq!(s.notes().unwrap().len(), 1, "the hidden note is not listed");
+    let every: Vec<(i64, String)> = s
+        .every_note()
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.created_ms, n.body))
+        .collect();
+    assert_eq!(every, vec![(1_000, "one".into()), (2_000, "two".into())]);
+}

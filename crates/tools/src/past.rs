@@ -68,10 +68,28 @@ impl PastWorkspace {
 
     /// The files at the moment, relative to the root, sorted (at most 200).
     pub fn files(&self) -> Vec<String> {
+        let (mut out, _) = self.scan();
+        out.truncate(MAX_FILES);
+        out
+    }
+
+    /// Every file at the moment, relative to the root, sorted; `None` for
+    /// a workspace too large to list whole.
+    pub fn every_file(&self) -> Option<Vec<String>> {
+        match self.scan() {
+            (out, true) => Some(out),
+            _ => None,
+        }
+    }
+
+    /// The files at the moment, sorted, and whether the scan saw them all.
+    fn scan(&self) -> (Vec<String>, bool) {
         let mut now = Vec::new();
+        let mut whole = true;
         let mut stack = vec![self.workspace.root().to_path_buf()];
         while let Some(dir) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
+                whole = false;
                 continue;
             };
             for e in entries.flatten() {
@@ -81,6 +99,8 @@ impl PastWorkspace {
                     stack.push(path);
                 } else if ft.is_file() && now.len() < MAX_FILES * 4 {
                     now.push(self.workspace.display(&path));
+                } else if ft.is_file() {
+                    whole = false;
                 }
             }
         }
@@ -96,8 +116,7 @@ impl PastWorkspace {
             .collect();
         out.sort();
         out.dedup();
-        out.truncate(MAX_FILES);
-        out
+        (out, whole)
     }
 
     /// Whether a folder above `rel` did not exist at the moment.

@@ -1,0 +1,402 @@
+//! Failures a program can prove, so the judge is not asked about them. A
+//! small judge says "right" to a request to change a file that no tool
+//! changed, to an answer that is a tool's error message, or to a file name
+//! that exists nowhere; the record shows each of these for certain. A
+//! sub-task with such a failure gets a reward of 0 and the reason, and the
+//! judge's time goes to the rest.
+//!
+//! Every rule errs towards silence: a rule that cannot tell leaves the
+//! sub-task to the judge.
+
+use crate::grounding::{file_names, quotes};
+
+/// What the record shows of one sub-task.
+pub struct Record<'a> {
+    /// The person's request, in full.
+    pub request: &'a str,
+    /// The assistant's final answer.
+    pub answer: &'a str,
+    /// Files that changed between the request and the answer, with their
+    /// text at the answer (or why it cannot be shown).
+    pub changed: &'a [(String, String)],
+    /// Notes saved between the request and the answer (title and body).
+    pub notes_added: &'a [String],
+    /// The workspace's files when the answer was written; `None` where the
+    /// channel has no workspace to look at.
+    pub files: Option<&'a [String]>,
+    /// What the assistant read before answering: the span's tool results
+    /// and the person's earlier messages.
+    pub read: &'a [&'a str],
+}
+
+/// What a request asks to be changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    File,
+    Notes,
+}
+
+/// One line per failure the record proves, each starting `[verified]`;
+/// empty where nothing is proven.
+pub fn failures(r: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(e) = error_answer(r.answer) {
+        out.push(format!(
+            "[verified] the final answer is an error message, not an answer: \"{e}\""
+        ));
+    }
+    match wanted_change(r.request) {
+        Some(Target::File) if r.changed.is_empty() => out.push(
+            "[verified] the request asks to change a file, and no file of the workspace changed \
+             before the answer"
+                .to_string(),
+        ),
+        Some(Target::Notes) if r.notes_added.is_empty() && r.changed.is_empty() => out.push(
+            "[verified] the request asks to save something in the notes, and no note was saved \
+             before the answer"
+                .to_string(),
+        ),
+        Some(Target::Notes) => {
+            let kept = |code: &String| {
+                let saved = r.notes_added.iter().chain(r.changed.iter().map(|(_, t)| t));
+                saved.map(|t| t.to_lowercase()).any(|t| t.contains(code))
+            };
+            if let Some(code) = codes(r.request).into_iter().find(|c| !kept(c)) {
+                out.push(format!(
+                    "[verified] the request asks to save {code} in the notes, and nothing saved \
+                     before the answer holds it"
+                ));
+            }
+        }
+        Some(Target::File) => {
+            if let Some((what, value)) = set_to(r.request) {
+                let holds = |text: &str| text.to_lowercase().contains(&value.to_lowercase());
+                if !r.changed.iter().any(|(_, text)| holds(text)) {
+                    out.push(format!(
+                        "[verified] the request asks to set {what} to {value}, and no file \
+                         changed for it holds {value}"
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(example) = copied_example(r.request, r.answer) {
+        out.push(format!(
+            "[verified] the final answer gives the request's own example \"{example}\" instead \
+             of a result"
+        ));
+    }
+    if let Some(files) = r.files.filter(|_| about_files(r.request)) {
+        for name in made_up_files(r, files) {
+            out.push(format!(
+                "[verified] the final answer names {name}, which is not in the workspace and \
+                 which nothing the assistant read shows"
+            ));
+        }
+    }
+    out
+}
+
+/// The first line of `answer` where the whole answer is a tool's or the
+/// harness's error message ("error: …").
+fn error_answer(answer: &str) -> Option<String> {
+    let t = answer.trim_start();
+    let head = t.get(..6)?.to_ascii_lowercase();
+    (head == "error:").then(|| crate::verdict::cut(t.lines().next().unwrap_or(t), 120))
+}
+
+/// Verbs that ask for a change to something kept, in the form a request
+/// uses them.
+const CHANGE_VERBS: [&str; 14] = [
+    "change", "edit", "update", "modify", "replace", "rename", "delete", "create", "write", "save",
+    "append", "record", "insert", "fix",
+];
+/// Verbs that ask for a note to be kept.
+const NOTE_VERBS: [&str; 6] = ["save", "keep", "store", "write", "add", "make"];
+/// Words that turn a request into a question about the past ("did you save
+/// it?"), which asks for no change now.
+const ABOUT_THE_PAST: [&str; 4] = ["did you", "have you", "earlier", "already"];
+
+/// What `request` asks to be changed: the notes ("save this in your
+/// notes"), a file (a change verb and a file named or spoken of), or
+/// nothing.
+fn wanted_change(request: &str) -> Option<Target> {
+    let lower = request.to_lowercase();
+    if ABOUT_THE_PAST.iter().any(|w| lower.contains(w)) {
+        return None;
+    }
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |set: &[&str]| words.iter().any(|w| set.contains(w));
+    let notes = words.iter().any(|w| *w == "notes" || *w == "note");
+    if notes && has(&NOTE_VERBS) {
+        return Some(Target::Notes);
+    }
+    // "keep a ledger in the file ledger.csv" asks for a file as surely as
+    // "write".
+    let keep_in_file = lower.contains("keep") && lower.contains("in the file");
+    let file = !file_names(request).is_empty()
+        || words
+            .iter()
+            .any(|w| matches!(*w, "file" | "files" | "folder"));
+    (file && (has(&CHANGE_VERBS) || keep_in_file)).then_some(Target::File)
+}
+
+/// The codes of `text` (lowercase): words of letters and digits together
+/// ("granite-5158", "a12b"), which a note keeps as they were given.
+fn codes(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in text.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_')) {
+        let w = w.trim_matches(['-', '_']).to_lowercase();
+        let mixed = w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(char::is_alphabetic);
+        if mixed && w.chars().count() >= 3 && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// The setting and the value of "change/set/update X to Y" in `request`,
+/// where Y is one word or a quoted text.
+fn set_to(request: &str) -> Option<(String, String)> {
+    let lower = request.to_lowercase();
+    let verb = ["change ", "set ", "update "]
+        .iter()
+        .filter_map(|v| lower.find(v).map(|k| k + v.len()))
+        .min()?;
+    let rest = &request[verb..];
+    let to = rest.find(" to ")?;
+    let what = rest[..to].trim();
+    if what.is_empty() || what.split_whitespace().count() > 4 {
+        return None;
+    }
+    let after = rest[to + 4..].trim_start();
+    let value = after
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(['.', ',', ';', '!', '?', ':'])
+        .trim_matches(['`', '"', '\'']);
+    (!value.is_empty()).then(|| (what.to_string(), value.to_string()))
+}
+
+/// The request's example ("like `this`", "e.g. 'x'", "such as …",
+/// "for example …") where the answer gives it as its result.
+fn copied_example(request: &str, answer: &str) -> Option<String> {
+    let lower = request.to_lowercase();
+    let examples: Vec<String> = quotes(request)
+        .into_iter()
+        .filter(|q| {
+            ["like ", "e.g. ", "such as ", "for example "]
+                .iter()
+                .any(|lead| {
+                    [format!("{lead}`"), format!("{lead}\""), format!("{lead}'")]
+                        .iter()
+                        .any(|l| lower.contains(&format!("{l}{}", q.to_lowercase())))
+                })
+        })
+        .collect();
+    let given: Vec<String> = quotes(answer);
+    let bare = answer
+        .trim()
+        .trim_end_matches('.')
+        .trim_matches(['`', '"', '\'']);
+    examples
+        .into_iter()
+        .find(|e| given.iter().any(|g| g == e) || bare == e)
+}
+
+/// Whether `request` speaks of the workspace's files.
+fn about_files(request: &str) -> bool {
+    let lower = request.to_lowercase();
+    !file_names(request).is_empty()
+        || ["file", "folder", "workspace", "directory"]
+            .iter()
+            .any(|w| lower.contains(w))
+}
+
+/// File names of the answer that the request does not hold, that nothing
+/// read shows, and that no file of the workspace has (as its path or its
+/// last part).
+fn made_up_files(r: &Record, files: &[String]) -> Vec<String> {
+    let asked = file_names(r.request);
+    let read: Vec<String> = r.read.iter().map(|t| t.to_lowercase()).collect();
+    let exists = |name: &str| {
+        files.iter().any(|f| {
+            let f = f.to_lowercase();
+            f == name || f.ends_with(&format!("/{name}")) || name.ends_with(&format!("/{f}"))
+        })
+    };
+    file_names(r.answer)
+        .into_iter()
+        .filter(|n| !asked.contains(n) && !exists(n) && !read.iter().any(|t| t.contains(n)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record<'a>(request: &'a str, answer: &'a str) -> Record<'a> {
+        Record {
+            request,
+            answer,
+            changed: &[],
+            notes_added: &[],
+            files: None,
+            read: &[],
+        }
+    }
+
+    #[test]
+    fn a_change_asked_of_a_file_that_no_tool_made_is_a_failure() {
+        let r = record(
+            "Open config/app.ini in my workspace and change `port` to 9091.",
+            "Done, the port is 9091.",
+        );
+        assert_eq!(
+            failures(&r),
+            vec![
+                "[verified] the request asks to change a file, and no file of the workspace \
+                 changed before the answer"
+            ]
+        );
+        let changed = [("config/app.ini".to_string(), "port = 9091\n".to_string())];
+        assert!(failures(&Record {
+            changed: &changed,
+            ..r
+        })
+        .is_empty());
+        let wrong = [("config/app.ini".to_string(), "port = 5432\n".to_string())];
+        assert_eq!(
+            failures(&Record {
+                changed: &wrong,
+                ..r
+            }),
+            vec![
+                "[verified] the request asks to set `port` to 9091, and no file changed for it \
+                 holds 9091"
+            ]
+        );
+        let ledger = record(
+            "Keep a ledger in the file ledger.csv with one row per transaction: alice -3.",
+            "alice's balance is -3",
+        );
+        assert_eq!(failures(&ledger).len(), 1);
+    }
+
+    #[test]
+    fn reading_and_summing_ask_for_no_change() {
+        for request in [
+            "Please read data/sales.csv in my workspace and add up the amount column.",
+            "Look through the Python files in src: which file defines `count`?",
+            "Take the text \"harbor\" and replace the vowels with dots.",
+            "Did you save the ledger file earlier?",
+            "What was the colour we picked? I asked you to note it earlier.",
+        ] {
+            assert_eq!(wanted_change(request), None, "{request}");
+        }
+    }
+
+    #[test]
+    fn a_note_asked_for_is_a_note_saved_or_a_file_written() {
+        let r = record(
+            "Please save this in your notes: the hallway is granite-5158.",
+            "Saved.",
+        );
+        assert_eq!(failures(&r).len(), 1, "{:?}", failures(&r));
+        let note = ["hallway\nGranite-5158".to_string()];
+        assert!(failures(&Record {
+            notes_added: &note,
+            ..r
+        })
+        .is_empty());
+        let without = ["hallway\ngranite".to_string()];
+        assert_eq!(
+            failures(&Record {
+                notes_added: &without,
+                ..r
+            }),
+            vec![
+                "[verified] the request asks to save granite-5158 in the notes, and nothing \
+                 saved before the answer holds it"
+            ]
+        );
+        assert_eq!(
+            codes("Room B12 at 10:30, code x-9; see 2026-12-05 or 42"),
+            vec!["b12", "x-9"]
+        );
+        let file = [("notes.md".to_string(), "granite-5158".to_string())];
+        assert!(failures(&Record {
+            changed: &file,
+            ..r
+        })
+        .is_empty());
+    }
+
+    #[test]
+    fn an_error_message_as_the_answer_is_a_failure_and_a_word_about_one_is_not() {
+        let r = record("What is 9 / 3 + 14?", "error: division by zero\nmore");
+        assert_eq!(
+            failures(&r),
+            vec!["[verified] the final answer is an error message, not an answer: \"error: division by zero\""]
+        );
+        assert!(failures(&record("Why did it fail?", "The error was a typo.")).is_empty());
+    }
+
+    #[test]
+    fn the_requests_example_given_back_is_a_failure() {
+        let request =
+            "Reverse \"lantern\". Reply with the final text between backticks, like `this`.";
+        assert_eq!(failures(&record(request, "`this`")).len(), 1);
+        assert_eq!(failures(&record(request, "The result: `this`.")).len(), 1);
+        assert!(failures(&record(request, "`nretnal`")).is_empty());
+        assert!(
+            failures(&record("Write `this` backwards.", "`this`")).is_empty(),
+            "quoted, but not as an example"
+        );
+    }
+
+    #[test]
+    fn a_file_named_that_exists_nowhere_is_made_up() {
+        let files = ["src/shipping.py".to_string(), "src/reports.py".to_string()];
+        let read = ["src/shipping.py:3:def count_receipt():"];
+        let r = Record {
+            files: Some(&files),
+            ..record(
+                "Which file in my workspace defines `count_receipt`?",
+                "It is `count_receipt.py`.",
+            )
+        };
+        assert_eq!(
+            failures(&r),
+            vec![
+                "[verified] the final answer names count_receipt.py, which is not in the \
+                 workspace and which nothing the assistant read shows"
+            ]
+        );
+        for answer in [
+            "It is shipping.py.",
+            "src/shipping.py",
+            "See src/reports.py.",
+        ] {
+            let ok = Record {
+                files: Some(&files),
+                read: &read,
+                ..record(r.request, answer)
+            };
+            assert!(failures(&ok).is_empty(), "{answer}");
+        }
+        let mentioned = Record {
+            read: &["count_receipt.py was deleted yesterday"],
+            ..r
+        };
+        assert!(failures(&mentioned).is_empty(), "read somewhere");
+        assert!(
+            failures(&Record { files: None, ..r }).is_empty(),
+            "no workspace to look at"
+        );
+    }
+}

@@ -77,6 +77,10 @@ pub struct JudgeArgs {
     /// and without any check at all.
     #[arg(long)]
     plain: bool,
+    /// Also judge without the failures the record proves (only the windows
+    /// where it proved one are judged again).
+    #[arg(long)]
+    unverified: bool,
     #[arg(long)]
     json: bool,
 }
@@ -182,14 +186,14 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
             ways.push((name, JudgeOptions { asked, ..verdict }));
         }
     }
+    let unverified = JudgeOptions {
+        verify: false,
+        ..verdict
+    };
+    if a.plain || a.unverified {
+        ways.push(("verdict without the verifier", unverified));
+    }
     if a.plain {
-        ways.push((
-            "verdict without the verifier",
-            JudgeOptions {
-                verify: false,
-                ..verdict
-            },
-        ));
         ways.push((
             "verdict without figure traces",
             JudgeOptions {
@@ -208,6 +212,9 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
     }
     let truth: Vec<bool> = posed.iter().map(|p| p.passed).collect();
     let mut judged = Vec::new();
+    // The night's judgement of each window: without the verifier, a window
+    // where it proved nothing is judged the same, so it is not asked again.
+    let mut nights: Vec<Option<reverie_night::Judgement>> = vec![None; windows.len()];
     for (name, options) in ways {
         let started = Instant::now();
         // Each task's reward (expected, written), where a sub-task covered it.
@@ -215,9 +222,21 @@ pub fn judge(home: &Home, a: JudgeArgs) -> anyhow::Result<ExitCode> {
         let mut evidence = vec![Vec::new(); posed.len()];
         for (w, window) in windows.iter().enumerate() {
             eprintln!("{name}: window {}/{}", w + 1, windows.len());
-            let Ok(j) = judge_window(&engine, window, cfg.retries, options) else {
-                continue;
+            let proved = |j: &reverie_night::Judgement| {
+                j.tasks
+                    .iter()
+                    .any(|t| t.evidence.iter().any(|e| e.starts_with("[verified]")))
             };
+            let j = match &nights[w] {
+                Some(j) if options == unverified && !proved(j) => j.clone(),
+                _ => match judge_window(&engine, window, cfg.retries, options) {
+                    Ok(j) => j,
+                    Err(_) => continue,
+                },
+            };
+            if options == verdict {
+                nights[w] = Some(j.clone());
+            }
             for (t, written) in j.tasks.iter().zip(&j.written) {
                 for (k, p) in posed.iter().enumerate() {
                     if p.channel == window.channel.0 && covers(t.first, t.last, p) {

@@ -373,7 +373,7 @@ fn excerpt(text: &str) -> String {
 }
 
 /// How the judge works; the night uses the default, benchmarks compare.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JudgeOptions {
     /// Show the calculator's checks of the sums in the messages.
     pub checks: bool,

@@ -314,6 +314,10 @@ fn proven_failures(w: &Window, span: Span) -> Vec<String> {
         .map(|m| m.2.as_str())
         .collect();
     let files = w.files.as_ref().and_then(|f| f.past.every_file());
+    let next = all
+        .iter()
+        .find(|(i, r, _)| *i > span.last && *r == MessageRole::User && !w.harness.contains(i))
+        .map(|m| m.2.as_str());
     crate::verifier::failures(&crate::verifier::Record {
         request: text(span.first),
         answer: text(span.last),
@@ -321,6 +325,7 @@ fn proven_failures(w: &Window, span: Span) -> Vec<String> {
         notes_added: w.notes_added.get(&span.last).map_or(&[], Vec::as_slice),
         files: files.as_deref(),
         read: &read,
+        next,
     })
 }
 

@@ -5,6 +5,9 @@
 //! sub-task with such a failure gets a reward of 0 and the reason, and the
 //! judge's time goes to the rest.
 //!
+//! The person's own next message counts the same way: "that doesn't look
+//! right, check it again" says the answer failed as plainly as a 👎.
+//!
 //! Every rule errs towards silence: a rule that cannot tell leaves the
 //! sub-task to the judge.
 
@@ -27,6 +30,8 @@ pub struct Record<'a> {
     /// What the assistant read before answering: the span's tool results
     /// and the person's earlier messages.
     pub read: &'a [&'a str],
+    /// The person's next message after the answer, if any.
+    pub next: Option<&'a str>,
 }
 
 /// What a request asks to be changed.
@@ -87,6 +92,11 @@ pub fn failures(r: &Record) -> Vec<String> {
              of a result"
         ));
     }
+    if let Some(said) = r.next.and_then(doubt) {
+        out.push(format!(
+            "[verified] the person's next message says the answer is wrong: \"{said}\""
+        ));
+    }
     if let Some(files) = r.files.filter(|_| about_files(r.request)) {
         for name in made_up_files(r, files) {
             out.push(format!(
@@ -96,6 +106,43 @@ pub fn failures(r: &Record) -> Vec<String> {
         }
     }
     out
+}
+
+/// Ways a person says the answer they just got is wrong.
+const DOUBTS: [&str; 20] = [
+    "not right",
+    "isn't right",
+    "doesn't look right",
+    "does not look right",
+    "doesn't seem right",
+    "that's wrong",
+    "that is wrong",
+    "this is wrong",
+    "wrong answer",
+    "that's incorrect",
+    "that is incorrect",
+    "are you sure",
+    "double-check",
+    "double check",
+    "check it again",
+    "look again",
+    "try again",
+    "that's not it",
+    "i don't think that's",
+    "not what i asked",
+];
+
+/// The first sentence of `next` where it doubts the answer before it (a
+/// doubt later in a message belongs to a new request: "my sum is wrong").
+fn doubt(next: &str) -> Option<String> {
+    let t = next.trim().replace('’', "'");
+    let end = t.find(['.', '?', '!', '\n']).map_or(t.len(), |k| k + 1);
+    let first = &t[..end];
+    let lower = first.to_lowercase();
+    DOUBTS
+        .iter()
+        .any(|d| lower.contains(d))
+        .then(|| crate::verdict::cut(first, 120))
 }
 
 /// The first line of `answer` where the whole answer is a tool's or the
@@ -247,6 +294,7 @@ mod tests {
             notes_added: &[],
             files: None,
             read: &[],
+            next: None,
         }
     }
 
@@ -344,6 +392,38 @@ mod tests {
             vec!["[verified] the final answer is an error message, not an answer: \"error: division by zero\""]
         );
         assert!(failures(&record("Why did it fail?", "The error was a typo.")).is_empty());
+    }
+
+    #[test]
+    fn the_persons_doubt_in_the_next_message_is_a_failure() {
+        let r = record("What is 13 * 7 + 12?", "89");
+        for next in [
+            "That doesn't look right to me. Could you check it again?",
+            "Hmm, are you sure? Please double-check.",
+            "I don’t think that’s it. Can you look again?",
+        ] {
+            let got = failures(&Record {
+                next: Some(next),
+                ..r
+            });
+            assert_eq!(got.len(), 1, "{next}");
+            assert!(
+                got[0].starts_with("[verified] the person's next message says the answer is wrong")
+            );
+        }
+        for next in [
+            "Thanks. Next thing: my sum is wrong, can you fix it?",
+            "Great, thank you. Another one: what is 2 + 2?",
+        ] {
+            assert!(
+                failures(&Record {
+                    next: Some(next),
+                    ..r
+                })
+                .is_empty(),
+                "{next}"
+            );
+        }
     }
 
     #[test]

@@ -216,7 +216,11 @@ export function Reviewer() {
                             <div className="muted">{t.reason}</div>
                             {t.evidence.length > 0 && (
                               <ul className="evidence" data-testid="evidence">
-                                {t.evidence.map((e, j) => <li key={j}>{e}</li>)}
+                                {t.evidence.map((e, j) => (
+                                  <li key={j} className={e.startsWith("[verified]") ? "verified" : undefined}>
+                                    {e}
+                                  </li>
+                                ))}
                               </ul>
                             )}
                           </div>

@@ -307,6 +307,32 @@ fn the_workspace_is_read_as_it_was_at_an_earlier_moment() {
 }
 
 #[test]
+fn every_file_is_listed_or_none_where_the_workspace_is_too_large_to_list_whole() {
+    use reverie_tools::past::PastWorkspace;
+    let f = Fixture::new();
+    let root = f.tools.workspace().root().to_path_buf();
+    std::fs::create_dir_all(f.path("many")).unwrap();
+    for i in 0..300 {
+        std::fs::write(f.path(&format!("many/{i:03}.txt")), "x").unwrap();
+    }
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let past = PastWorkspace::at(&f.store, &root, now()).unwrap();
+    let every = past.every_file().expect("300 files are listed whole");
+    assert_eq!(every.len(), 300);
+    assert_eq!(past.files().len(), 200, "the judge's listing stays short");
+    for i in 300..1000 {
+        std::fs::write(f.path(&format!("many/{i:03}.txt")), "x").unwrap();
+    }
+    let past = PastWorkspace::at(&f.store, &root, now()).unwrap();
+    assert_eq!(past.every_file(), None, "1000 files are more than a scan lists");
+}
+
+#[test]
 fn a_path_missing_its_folder_is_answered_with_where_the_file_is() {
     let f = Fixture::new();
     f.ok(

@@ -8,7 +8,9 @@
 //! **collect** the messages since the last night; **judge** each request
 //! the person made (cut from the record) with the deployed model as reward
 //! model, the reward being its probability of "yes" to "is the final
-//! answer right?" (`verdict`; practice episodes bring their checks' verdicts, the
+//! answer right?" (`verdict`; a failure the record proves, such as a file
+//! asked for that no tool wrote, gets 0 without asking: `verifier`;
+//! practice episodes bring their checks' verdicts, the
 //! person's 👍/👎 and ↻ outrank the judge, and the reviewer's marks
 //! apply); **predict** each sub-task's reward and turns
 //! with the same model as value model, from the description and similar

@@ -537,6 +537,17 @@ mod tests {
         assert_eq!(cut("abcdefghij", 4), "abcd … [6 more characters]");
     }
 
+    /// A tiny random model written into `dir` and loaded.
+    fn tiny_engine(dir: &std::path::Path) -> Engine {
+        let model = dir.join("tiny.gguf");
+        reverie_gguf::synth::write(
+            &model,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        Engine::load(&model, reverie_infer::EngineConfig::sized(1, 4096, 0, None)).unwrap()
+    }
+
     /// Appends one message to `ch`, a few milliseconds apart from the
     /// others so that revisions and notes fall between them.
     fn record(
@@ -595,14 +606,7 @@ mod tests {
         say(MessageRole::Assistant, "src/shipping.py", Action);
 
         let ws = crate::judge::channel_windows(&store, &services, ch, 0, 20).unwrap();
-        let model = dir.path().join("tiny.gguf");
-        reverie_gguf::synth::write(
-            &model,
-            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
-        )
-        .unwrap();
-        let engine =
-            Engine::load(&model, reverie_infer::EngineConfig::sized(1, 4096, 0, None)).unwrap();
+        let engine = tiny_engine(dir.path());
         let j = judge(&engine, &ws[0], JudgeOptions::default()).unwrap();
         let proven: Vec<bool> = j
             .tasks
@@ -737,14 +741,7 @@ mod tests {
                     .contains("[4] assistant: Done: 9091 in app.ini")
         );
 
-        let model = dir.path().join("tiny.gguf");
-        reverie_gguf::synth::write(
-            &model,
-            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
-        )
-        .unwrap();
-        let engine =
-            Engine::load(&model, reverie_infer::EngineConfig::sized(1, 4096, 0, None)).unwrap();
+        let engine = tiny_engine(dir.path());
         let j = judge(&engine, w, JudgeOptions::default()).unwrap();
         assert_eq!(j.tasks.len(), 2);
         assert_eq!(

@@ -86,6 +86,11 @@ pub fn failures(r: &Record) -> Vec<String> {
         }
         _ => {}
     }
+    if let Some(form) = missing_form(r.request, r.answer) {
+        out.push(format!(
+            "[verified] the request asks for {form}, and the final answer has none"
+        ));
+    }
     if let Some(example) = copied_example(r.request, r.answer) {
         out.push(format!(
             "[verified] the final answer gives the request's own example \"{example}\" instead \
@@ -245,14 +250,68 @@ fn copied_example(request: &str, answer: &str) -> Option<String> {
                 })
         })
         .collect();
-    let given: Vec<String> = quotes(answer);
+    let mut given: Vec<String> = quotes(answer);
+    given.extend(backticked(answer));
     let bare = answer
         .trim()
         .trim_end_matches('.')
-        .trim_matches(['`', '"', '\'']);
+        .trim_matches(['`', '"', '\''])
+        .trim();
     examples
         .into_iter()
         .find(|e| given.iter().any(|g| g == e) || bare == e)
+}
+
+/// The form `request` asks the answer to take that `answer` lacks
+/// altogether: a number ("end your answer with the number") or a text
+/// between backticks. Only its absence is proven; where in the answer it
+/// stands is the judge's to weigh.
+fn missing_form(request: &str, answer: &str) -> Option<&'static str> {
+    let lower = request.to_lowercase();
+    let number = [
+        "with the number",
+        "with a number",
+        "with the total",
+        "just the number",
+    ]
+    .iter()
+    .any(|p| lower.contains(p));
+    let has_number = answer
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',' || c == '-'))
+        .any(|w| w.chars().any(|c| c.is_ascii_digit()));
+    if number && !has_number {
+        return Some("a number");
+    }
+    let backticks = lower.contains("between backticks") || lower.contains("in backticks");
+    (backticks && backticked(answer).is_empty()).then_some("a text between backticks")
+}
+
+/// The non-empty texts `answer` puts between backticks: inline ones and
+/// the contents of fenced blocks, trimmed.
+fn backticked(answer: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence: Option<String> = None;
+    for line in answer.lines() {
+        if line.trim_start().starts_with("```") {
+            match fence.take() {
+                Some(block) => out.push(block),
+                None => fence = Some(String::new()),
+            }
+            continue;
+        }
+        match &mut fence {
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => out.extend(line.split('`').skip(1).step_by(2).map(str::to_string)),
+        }
+    }
+    out.extend(fence);
+    out.iter()
+        .map(|t| t.trim().trim_matches('`').trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 /// Whether `request` speaks of the workspace's files.
@@ -427,11 +486,40 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_without_the_form_asked_for_is_a_failure() {
+        let number = "How many grams are 3 kg and 298 g? End your answer with the number.";
+        assert_eq!(
+            failures(&record(number, "Three thousand and some.")),
+            vec!["[verified] the request asks for a number, and the final answer has none"]
+        );
+        assert!(failures(&record(number, "It is 3298 grams.")).is_empty());
+        let text = "Reverse \"stone\". Reply with the final text between backticks.";
+        for answer in ["enots", "```json\n```\nenots"] {
+            assert_eq!(
+                failures(&record(text, answer)),
+                vec![
+                    "[verified] the request asks for a text between backticks, and the final \
+                      answer has none"
+                ],
+                "{answer}"
+            );
+        }
+        for answer in ["It is `enots`.", "```\nenots\n```", "```json\n`enots`\n```"] {
+            assert!(failures(&record(text, answer)).is_empty(), "{answer}");
+        }
+        assert!(
+            failures(&record("What is 2 + 2?", "Four.")).is_empty(),
+            "no form asked"
+        );
+    }
+
+    #[test]
     fn the_requests_example_given_back_is_a_failure() {
         let request =
             "Reverse \"lantern\". Reply with the final text between backticks, like `this`.";
         assert_eq!(failures(&record(request, "`this`")).len(), 1);
         assert_eq!(failures(&record(request, "The result: `this`.")).len(), 1);
+        assert_eq!(failures(&record(request, "```\nthis\n```")).len(), 1);
         assert!(failures(&record(request, "`nretnal`")).is_empty());
         assert!(
             failures(&record("Write `this` backwards.", "`this`")).is_empty(),

@@ -329,7 +329,11 @@ fn every_file_is_listed_or_none_where_the_workspace_is_too_large_to_list_whole()
         std::fs::write(f.path(&format!("many/{i:03}.txt")), "x").unwrap();
     }
     let past = PastWorkspace::at(&f.store, &root, now()).unwrap();
-    assert_eq!(past.every_file(), None, "1000 files are more than a scan lists");
+    assert_eq!(
+        past.every_file(),
+        None,
+        "1000 files are more than a scan lists"
+    );
 }
 
 #[test]

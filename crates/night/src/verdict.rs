@@ -581,29 +581,37 @@ mod tests {
             )
             .unwrap();
         let say = |role, text: &str, token_role| record(&store, ch, role, text, token_role);
-        say(MessageRole::User, "Change `port` to 9091 in app.ini.", User);
-        say(MessageRole::Assistant, "Done, the port is 9091.", Action);
-        say(
-            MessageRole::User,
-            "Save this in your notes: the code is 4411.",
-            User,
-        );
-        say(MessageRole::Assistant, "Saved.", Action);
-        say(
-            MessageRole::User,
-            "Please save this in your notes: my locker is L12.",
-            User,
-        );
-        store.add_note("locker", "L12").unwrap();
-        say(MessageRole::Assistant, "Saved as a note.", Action);
-        say(
-            MessageRole::User,
-            "Which file in my workspace defines `count_receipt`?",
-            User,
-        );
-        say(MessageRole::Assistant, "It is `receipts.py`.", Action);
-        say(MessageRole::User, "And which one really?", User);
-        say(MessageRole::Assistant, "src/shipping.py", Action);
+        // (request, answer, whether a note is saved before the answer)
+        let day = [
+            (
+                "Change `port` to 9091 in app.ini.",
+                "Done, the port is 9091.",
+                false,
+            ),
+            (
+                "Save this in your notes: the code is 4411.",
+                "Saved.",
+                false,
+            ),
+            (
+                "Please save this in your notes: my locker is L12.",
+                "Saved as a note.",
+                true,
+            ),
+            (
+                "Which file in my workspace defines `count_receipt`?",
+                "It is `receipts.py`.",
+                false,
+            ),
+            ("And which one really?", "src/shipping.py", false),
+        ];
+        for (request, answer, note) in day {
+            say(MessageRole::User, request, User);
+            if note {
+                store.add_note("locker", "L12").unwrap();
+            }
+            say(MessageRole::Assistant, answer, Action);
+        }
 
         let ws = crate::judge::channel_windows(&store, &services, ch, 0, 20).unwrap();
         let engine = tiny_engine(dir.path());

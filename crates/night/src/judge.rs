@@ -225,18 +225,29 @@ pub fn channel_windows(
     let msgs: Vec<(MessageRole, String)> = messages.into_iter().map(|m| (m.role, m.text)).collect();
     let root = reverie_tools::workspace_root(&store.channel(channel)?, services);
     let mut out = windows(channel, &msgs, from, size);
+    // The notes each sub-task saved, keyed by its final answer: the
+    // sub-tasks are the channel's, the same for every window.
     let notes = store.every_note()?;
+    let all = out
+        .first()
+        .map(|w| w.channel_messages.clone())
+        .unwrap_or_default();
+    let notes_added: std::collections::BTreeMap<usize, Vec<String>> =
+        crate::verdict::spans(&all, &|i| harness.contains(&i))
+            .into_iter()
+            .map(|s| {
+                let (from, to) = (times[s.first], times[s.last]);
+                let added = notes
+                    .iter()
+                    .filter(|n| n.created_ms > from && n.created_ms <= to)
+                    .map(|n| format!("{}\n{}", n.title, n.body))
+                    .collect();
+                (s.last, added)
+            })
+            .collect();
     for w in &mut out {
         w.harness = harness.clone();
-        for s in crate::verdict::spans(&w.channel_messages, &|i| w.harness.contains(&i)) {
-            let (from, to) = (times[s.first], times[s.last]);
-            let added = notes
-                .iter()
-                .filter(|n| n.created_ms > from && n.created_ms <= to)
-                .map(|n| format!("{}\n{}", n.title, n.body))
-                .collect();
-            w.notes_added.insert(s.last, added);
-        }
+        w.notes_added = notes_added.clone();
     }
     if !root.is_dir() {
         return Ok(out);

@@ -304,15 +304,7 @@ impl Shown {
 fn proven_failures(w: &Window, span: Span) -> Vec<String> {
     let all = &w.channel_messages;
     let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
-    let read: Vec<&str> = all
-        .iter()
-        .filter(|(i, r, _)| match r {
-            MessageRole::Tool => (span.first..span.last).contains(i),
-            MessageRole::User => *i < span.first,
-            _ => false,
-        })
-        .map(|m| m.2.as_str())
-        .collect();
+    let read: Vec<&str> = read_before(w, span).into_iter().map(|(_, t)| t).collect();
     let files = w.files.as_ref().and_then(|f| f.past.every_file());
     let next = all
         .iter()
@@ -329,13 +321,11 @@ fn proven_failures(w: &Window, span: Span) -> Vec<String> {
     })
 }
 
-/// Where the figures of `span`'s final answer come from: the tool results
-/// of the span, the person's earlier messages, or the calculator's values of
-/// the sums in any message before the answer (harness notices aside).
-fn grounding_checks(w: &Window, span: Span) -> Vec<String> {
-    let all = &w.channel_messages;
-    let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
-    let mut sources: Vec<(String, &str)> = all
+/// What the assistant had read when it gave `span`'s final answer, each
+/// with its label: the span's tool results and the person's earlier
+/// messages (harness notices aside).
+fn read_before(w: &Window, span: Span) -> Vec<(String, &str)> {
+    w.channel_messages
         .iter()
         .filter(|(i, r, _)| match r {
             MessageRole::Tool => (span.first..span.last).contains(i),
@@ -350,7 +340,16 @@ fn grounding_checks(w: &Window, span: Span) -> Vec<String> {
             };
             (format!("{what} [{i}]"), t.as_str())
         })
-        .collect();
+        .collect()
+}
+
+/// Where the figures of `span`'s final answer come from: the tool results
+/// of the span, the person's earlier messages, or the calculator's values of
+/// the sums in any message before the answer (harness notices aside).
+fn grounding_checks(w: &Window, span: Span) -> Vec<String> {
+    let all = &w.channel_messages;
+    let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
+    let mut sources = read_before(w, span);
     let sums = crate::claims::values(
         all.iter()
             .filter(|m| m.0 < span.last && !w.harness.contains(&m.0))

@@ -85,6 +85,18 @@ pub(crate) fn file_names(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The numbers of `text`, each with the count of decimals it is written
+/// with ("3.50" → (3.5, 1); "1,204" → (1204.0, 0)).
+pub(crate) fn numbers(text: &str) -> Vec<(f64, usize)> {
+    ordered_figures(text)
+        .into_iter()
+        .filter_map(|f| {
+            let decimals = f.split_once('.').map_or(0, |(_, d)| d.len());
+            f.parse::<f64>().ok().map(|v| (v, decimals))
+        })
+        .collect()
+}
+
 /// The figures of `text` (numbers and file names, normalized) as a set.
 fn figures(text: &str) -> BTreeSet<String> {
     ordered_figures(text).into_iter().collect()

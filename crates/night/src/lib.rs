@@ -9,7 +9,9 @@
 //! the person made (cut from the record) with the deployed model as reward
 //! model, the reward being its probability of "yes" to "is the final
 //! answer right?" (`verdict`; a failure the record proves, such as a file
-//! asked for that no tool wrote, gets 0 without asking: `verifier`;
+//! asked for that no tool wrote or a sum's figure missing from the answer,
+//! gets 0 without asking, and a code asked back and given gets 1:
+//! `verifier`, `figure`;
 //! practice episodes bring their checks' verdicts, the
 //! person's 👍/👎 and ↻ outrank the judge, and the reviewer's marks
 //! apply); **predict** each sub-task's reward and turns
@@ -41,6 +43,7 @@ mod error;
 mod estimate;
 mod event;
 mod feedback;
+mod figure;
 mod grade;
 mod grounding;
 mod judge;

@@ -120,12 +120,13 @@ pub fn judge(engine: &Engine, w: &Window, options: JudgeOptions) -> Result<Judge
         .filter(|s| (lo..=hi).contains(&s.last))
     {
         let mut shown = Shown::of(w, span, options);
-        let proven = if options.verify {
-            proven_failures(w, span)
+        let (proven, succeeded) = if options.verify {
+            proven(w, span)
         } else {
-            Vec::new()
+            (Vec::new(), false)
         };
         let (p, written) = match options.asked {
+            _ if succeeded => (1.0, 1.0),
             _ if !proven.is_empty() => (0.0, 0.0),
             Asked::Right => {
                 let p = yes_probability(engine, &shown.ask(IS_RIGHT))?;
@@ -153,7 +154,8 @@ pub fn judge(engine: &Engine, w: &Window, options: JudgeOptions) -> Result<Judge
             reward: p,
             reason: match proven.first() {
                 Some(why) => format!(
-                    "not done, proven from the record without asking the judge: {}",
+                    "{}, proven from the record without asking the judge: {}",
+                    if succeeded { "done" } else { "not done" },
                     why.trim_start_matches("[verified] ")
                 ),
                 None => format!(
@@ -300,25 +302,40 @@ impl Shown {
     }
 }
 
-/// The failures of `span` that its record proves (`crate::verifier`).
-fn proven_failures(w: &Window, span: Span) -> Vec<String> {
+/// What the record proves of `span` (`crate::verifier`): its failures, or
+/// else its successes; the flag says which the lines are.
+fn proven(w: &Window, span: Span) -> (Vec<String>, bool) {
     let all = &w.channel_messages;
     let text = |i: usize| all.iter().find(|m| m.0 == i).map_or("", |m| m.2.as_str());
     let read: Vec<&str> = read_before(w, span).into_iter().map(|(_, t)| t).collect();
+    let said_before: Vec<&str> = all
+        .iter()
+        .filter(|(i, r, _)| *i < span.first && *r == MessageRole::User && !w.harness.contains(i))
+        .map(|m| m.2.as_str())
+        .collect();
     let files = w.files.as_ref().and_then(|f| f.past.every_file());
     let next = all
         .iter()
         .find(|(i, r, _)| *i > span.last && *r == MessageRole::User && !w.harness.contains(i))
         .map(|m| m.2.as_str());
-    crate::verifier::failures(&crate::verifier::Record {
+    let record = crate::verifier::Record {
         request: text(span.first),
         answer: text(span.last),
         changed: w.changed.get(&span.last).map_or(&[], Vec::as_slice),
         notes_added: w.notes_added.get(&span.last).map_or(&[], Vec::as_slice),
         files: files.as_deref(),
         read: &read,
+        said_before: &said_before,
         next,
-    })
+    };
+    let failures = crate::verifier::failures(&record);
+    if failures.is_empty() {
+        let successes = crate::verifier::successes(&record);
+        let any = !successes.is_empty();
+        (successes, any)
+    } else {
+        (failures, false)
+    }
 }
 
 /// What the assistant had read when it gave `span`'s final answer, each

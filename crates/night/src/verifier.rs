@@ -8,8 +8,13 @@
 //! The person's own next message counts the same way: "that doesn't look
 //! right, check it again" says the answer failed as plainly as a 👎.
 //!
+//! Some successes are as certain: the person asks back a code they gave
+//! earlier in the channel, and the answer gives it.
+//!
 //! Every rule errs towards silence: a rule that cannot tell leaves the
 //! sub-task to the judge.
+
+use reverie_tools::calculator::format_number;
 
 use crate::grounding::{file_names, quotes};
 
@@ -30,6 +35,9 @@ pub struct Record<'a> {
     /// What the assistant read before answering: the span's tool results
     /// and the person's earlier messages.
     pub read: &'a [&'a str],
+    /// The person's messages of the channel before the request, oldest
+    /// first.
+    pub said_before: &'a [&'a str],
     /// The person's next message after the answer, if any.
     pub next: Option<&'a str>,
 }
@@ -91,6 +99,23 @@ pub fn failures(r: &Record) -> Vec<String> {
             "[verified] the request asks for {form}, and the final answer has none"
         ));
     }
+    if let Some((value, how)) = crate::figure::expected(r.request) {
+        if crate::figure::states(r.answer, value) == Some(false) {
+            out.push(format!(
+                "[verified] the request works out to {} ({how}), and the final answer gives no \
+                 such figure",
+                format_number(value)
+            ));
+        }
+    }
+    if let Some((what, code)) = recalled(r.request, r.said_before) {
+        if !r.answer.to_lowercase().contains(&code) {
+            out.push(format!(
+                "[verified] the person said earlier that {what} is {code}, and the final answer \
+                 does not give it"
+            ));
+        }
+    }
     if let Some(example) = copied_example(r.request, r.answer) {
         out.push(format!(
             "[verified] the final answer gives the request's own example \"{example}\" instead \
@@ -111,6 +136,76 @@ pub fn failures(r: &Record) -> Vec<String> {
         }
     }
     out
+}
+
+/// One line per success the record proves, each starting `[verified]`:
+/// the person asks back something they said earlier in the channel, and
+/// the answer gives it. Only worth reading where [`failures`] is empty.
+pub fn successes(r: &Record) -> Vec<String> {
+    recalled(r.request, r.said_before)
+        .filter(|(_, code)| r.answer.to_lowercase().contains(code))
+        .map(|(what, code)| {
+            format!(
+                "[verified] the person said earlier that {what} is {code}, and the final answer \
+                 gives it"
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// Words too common to tell one thing the person named from another.
+const FILLER: [&str; 16] = [
+    "the", "our", "your", "my", "for", "and", "that", "this", "with", "from", "was", "are", "what",
+    "which", "you", "its",
+];
+
+/// The words of `text` that name things: lowercase, three letters or more,
+/// no filler, a plural's or possessive's `s` dropped.
+fn naming_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() >= 3 && !FILLER.contains(w))
+        .map(|w| {
+            w.strip_suffix('s')
+                .filter(|s| s.len() >= 3)
+                .unwrap_or(w)
+                .to_string()
+        })
+        .collect()
+}
+
+/// What `request` asks back of the person's earlier words, and the code
+/// they gave for it: "What was the colour we picked for the hallway?"
+/// after "… the colour we picked for the hallway is granite-5158". The
+/// latest such statement counts; a request that holds a code itself asks
+/// nothing back.
+fn recalled(request: &str, said_before: &[&str]) -> Option<(String, String)> {
+    let lower = request.to_lowercase();
+    let asks = ["what", "which", "remind me", "tell me"]
+        .iter()
+        .any(|w| lower.contains(w));
+    if !lower.contains('?') || !asks || !codes(request).is_empty() {
+        return None;
+    }
+    let asked = naming_words(request);
+    said_before.iter().rev().find_map(|said| {
+        let clauses: Vec<&str> = said.split(['.', ';', ':', '\n', '!', '?']).collect();
+        clauses.into_iter().rev().find_map(|clause| {
+            let low = clause.to_lowercase();
+            codes(clause).into_iter().rev().find_map(|code| {
+                let before = low[..low.find(&code)?].trim_end();
+                let subject = [" is", " are", " was", " ="]
+                    .iter()
+                    .find_map(|v| before.strip_suffix(v))?;
+                // "Sorry, the colour … is": the thing named after a comma.
+                let subject = subject.rsplit(',').next().unwrap_or(subject).trim();
+                let named = naming_words(subject);
+                let all_asked = !named.is_empty() && named.iter().all(|w| asked.contains(w));
+                all_asked.then(|| (subject.to_string(), code))
+            })
+        })
+    })
 }
 
 /// Ways a person says the answer they just got is wrong.
@@ -353,6 +448,7 @@ mod tests {
             notes_added: &[],
             files: None,
             read: &[],
+            said_before: &[],
             next: None,
         }
     }
@@ -455,7 +551,7 @@ mod tests {
 
     #[test]
     fn the_persons_doubt_in_the_next_message_is_a_failure() {
-        let r = record("What is 13 * 7 + 12?", "89");
+        let r = record("What is 13 * 7 + 12?", "103");
         for next in [
             "That doesn't look right to me. Could you check it again?",
             "Hmm, are you sure? Please double-check.",
@@ -511,6 +607,78 @@ mod tests {
             failures(&record("What is 2 + 2?", "Four.")).is_empty(),
             "no form asked"
         );
+    }
+
+    #[test]
+    fn an_answer_without_the_figure_the_request_works_out_to_is_a_failure() {
+        let steps = "Start with 20, then subtract 24 and multiply by 9. What is the result?";
+        assert_eq!(
+            failures(&record(steps, "20 - 24 * 9 = -196")),
+            vec![
+                "[verified] the request works out to -36 (step by step: 20 - 24 = -4 * 9 = -36), \
+                 and the final answer gives no such figure"
+            ]
+        );
+        assert!(failures(&record(steps, "It is −36.")).is_empty());
+        let units = "How many metres are 8 km and 850 m? End your answer with the number.";
+        assert_eq!(failures(&record(units, "The answer is 16000.")).len(), 1);
+        assert!(failures(&record(units, "8 km and 850 m make 8,850 m.")).is_empty());
+        // A figure in words is the judge's to read.
+        assert!(failures(&record("What is 17 * 23?", "Three hundred ninety-one.")).is_empty());
+    }
+
+    #[test]
+    fn a_code_asked_back_is_given_or_not() {
+        let said = [
+            "Please save this in your notes: the colour we picked for the hallway is \
+             granite-5158.",
+            "Thanks. What is 2 + 2?",
+        ];
+        let r = Record {
+            said_before: &said,
+            ..record(
+                "What was the colour we picked for the hallway? I asked you to note it earlier.",
+                "The colour for the hallway is Granite-5158.",
+            )
+        };
+        assert!(failures(&r).is_empty());
+        assert_eq!(
+            successes(&r),
+            vec![
+                "[verified] the person said earlier that the colour we picked for the hallway is \
+                 granite-5158, and the final answer gives it"
+            ]
+        );
+        let wrong = Record {
+            answer: "The file name is `count_receipt.py`.",
+            ..r
+        };
+        assert_eq!(failures(&wrong).len(), 1);
+        assert!(successes(&wrong).is_empty());
+        // Something else asked, or the code in the request: nothing proven.
+        for request in [
+            "What was the reference of my train ticket?",
+            "Is granite-5158 the colour we picked for the hallway?",
+            "The colour we picked for the hallway: save it again.",
+        ] {
+            let other = Record {
+                request,
+                answer: "I do not know.",
+                ..r
+            };
+            assert!(failures(&other).is_empty(), "{request}");
+            assert!(successes(&other).is_empty(), "{request}");
+        }
+        // The latest statement counts.
+        let changed = [
+            said[0],
+            "Sorry, the colour we picked for the hallway is ash-12.",
+        ];
+        let later = Record {
+            said_before: &changed,
+            ..r
+        };
+        assert_eq!(failures(&later).len(), 1);
     }
 
     #[test]

@@ -217,7 +217,12 @@ export function Reviewer() {
                             {t.evidence.length > 0 && (
                               <ul className="evidence" data-testid="evidence">
                                 {t.evidence.map((e, j) => (
-                                  <li key={j} className={e.startsWith("[verified]") ? "verified" : undefined}>
+                                  <li
+                                    key={j}
+                                    className={
+                                      e.startsWith("[verified]") ? (t.reward >= 0.5 ? "verified pos" : "verified neg") : undefined
+                                    }
+                                  >
                                     {e}
                                   </li>
                                 ))}

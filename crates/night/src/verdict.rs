@@ -583,8 +583,8 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 
-    /// Requests whose failure the record shows get 0 without the judge;
-    /// the same requests done are asked about.
+    /// Requests whose failure the record proves get 0 without the judge,
+    /// a code asked back and given gets 1; the others are asked about.
     #[test]
     fn failures_the_record_proves_are_not_asked_about() {
         use reverie_core::TokenRole::{Action, User};
@@ -620,6 +620,13 @@ mod tests {
                 false,
             ),
             ("And which one really?", "src/shipping.py", false),
+            ("What is 17 × 23?", "It is 401.", false),
+            (
+                "What was my locker? I saved it earlier.",
+                "Your locker is L12.",
+                false,
+            ),
+            ("And my locker, which was it?", "I do not know.", false),
         ];
         for (request, answer, note) in day {
             say(MessageRole::User, request, User);
@@ -643,12 +650,17 @@ mod tests {
             .collect();
         assert_eq!(
             proven,
-            vec![true, true, false, true, false],
+            vec![true, true, false, true, false, true, true, true],
             "{:#?}",
             j.tasks
         );
-        for ((t, w), proven) in j.tasks.iter().zip(&j.written).zip(proven) {
-            if proven {
+        // The code asked back and given is the one proven success.
+        let done = 6;
+        for (k, ((t, w), proven)) in j.tasks.iter().zip(&j.written).zip(proven).enumerate() {
+            if k == done {
+                assert_eq!((t.reward, *w), (1.0, 1.0));
+                assert!(t.reason.starts_with("done, proven from the record"));
+            } else if proven {
                 assert_eq!((t.reward, *w), (0.0, 0.0));
                 assert!(
                     t.reason.starts_with("not done, proven from the record"),
@@ -659,6 +671,8 @@ mod tests {
                 assert!(t.reward > 0.0 && t.reason.contains("judge's logits"));
             }
         }
+        assert!(j.tasks[5].evidence[0].contains("works out to 391"));
+        assert!(j.tasks[6].evidence[0].contains("my locker is l12"));
         assert!(j.tasks[3].evidence[0].contains("names receipts.py"));
         let asked = judge(
             &engine,

@@ -44,6 +44,7 @@ mod estimate;
 mod event;
 mod feedback;
 mod figure;
+mod file_facts;
 mod grade;
 mod grounding;
 mod judge;

@@ -318,6 +318,17 @@ fn proven(w: &Window, span: Span) -> (Vec<String>, bool) {
         .iter()
         .find(|(i, r, _)| *i > span.last && *r == MessageRole::User && !w.harness.contains(i))
         .map(|m| m.2.as_str());
+    // A file a later request of the window changed is not read: the
+    // window's workspace is that of its end.
+    let changed_later: Vec<&str> = w
+        .changed
+        .range(span.last + 1..)
+        .flat_map(|(_, files)| files.iter().map(|(p, _)| p.as_str()))
+        .collect();
+    let read_file = |path: &str| {
+        let past = &w.files.as_ref()?.past;
+        (!changed_later.contains(&path)).then(|| past.read(path).ok())?
+    };
     let record = crate::verifier::Record {
         request: text(span.first),
         answer: text(span.last),
@@ -327,6 +338,7 @@ fn proven(w: &Window, span: Span) -> (Vec<String>, bool) {
         read: &read,
         said_before: &said_before,
         next,
+        read_file: &read_file,
     };
     let failures = crate::verifier::failures(&record);
     if failures.is_empty() {
@@ -596,6 +608,12 @@ mod tests {
                 &serde_json::json!({"path": "src/shipping.py", "content": "def count_receipt():\n"}),
             )
             .unwrap();
+        tools
+            .call(
+                "write_file",
+                &serde_json::json!({"path": "logs/app.log", "content": "INFO ok\nWARN slow\nWARN slow\n"}),
+            )
+            .unwrap();
         let say = |role, text: &str, token_role| record(&store, ch, role, text, token_role);
         // (request, answer, whether a note is saved before the answer)
         let day = [
@@ -627,6 +645,16 @@ mod tests {
                 false,
             ),
             ("And my locker, which was it?", "I do not know.", false),
+            (
+                "Please read logs/app.log and count the lines with the level WARN.",
+                "There are 3.",
+                false,
+            ),
+            (
+                "And count the lines with the level INFO in logs/app.log, please.",
+                "There is 1.",
+                false,
+            ),
         ];
         for (request, answer, note) in day {
             say(MessageRole::User, request, User);
@@ -650,7 +678,7 @@ mod tests {
             .collect();
         assert_eq!(
             proven,
-            vec![true, true, false, true, false, true, true, true],
+            vec![true, true, false, true, false, true, true, true, true, false],
             "{:#?}",
             j.tasks
         );
@@ -673,6 +701,7 @@ mod tests {
         }
         assert!(j.tasks[5].evidence[0].contains("works out to 391"));
         assert!(j.tasks[6].evidence[0].contains("my locker is l12"));
+        assert!(j.tasks[8].evidence[0].contains("2 lines of logs/app.log hold WARN"));
         assert!(j.tasks[3].evidence[0].contains("names receipts.py"));
         let asked = judge(
             &engine,

@@ -16,6 +16,8 @@
 
 use reverie_tools::calculator::format_number;
 
+use crate::figure::{expected, states};
+use crate::file_facts::{asked, names, Fact};
 use crate::grounding::{file_names, quotes};
 
 /// What the record shows of one sub-task.
@@ -40,6 +42,9 @@ pub struct Record<'a> {
     pub said_before: &'a [&'a str],
     /// The person's next message after the answer, if any.
     pub next: Option<&'a str>,
+    /// A workspace file's text when the answer was written, or `None`
+    /// where it cannot be told.
+    pub read_file: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// What a request asks to be changed.
@@ -99,8 +104,8 @@ pub fn failures(r: &Record) -> Vec<String> {
             "[verified] the request asks for {form}, and the final answer has none"
         ));
     }
-    if let Some((value, how)) = crate::figure::expected(r.request) {
-        if crate::figure::states(r.answer, value) == Some(false) {
+    if let Some((value, how)) = expected(r.request) {
+        if states(r.answer, value) == Some(false) {
             out.push(format!(
                 "[verified] the request works out to {} ({how}), and the final answer gives no \
                  such figure",
@@ -135,6 +140,21 @@ pub fn failures(r: &Record) -> Vec<String> {
             ));
         }
     }
+    match r
+        .files
+        .and_then(|files| asked(r.request, files, r.read_file))
+    {
+        Some(Fact::Figure(value, how)) if states(r.answer, value) == Some(false) => {
+            out.push(format!(
+                "[verified] {how} when the answer was written, and the final answer gives no \
+                 such figure"
+            ))
+        }
+        Some(Fact::Defines { function, file }) if !names(r.answer, &file) => out.push(format!(
+            "[verified] only {file} defines `{function}`, and the final answer does not name it"
+        )),
+        _ => {}
+    }
     out
 }
 
@@ -142,16 +162,35 @@ pub fn failures(r: &Record) -> Vec<String> {
 /// the person asks back something they said earlier in the channel, and
 /// the answer gives it. Only worth reading where [`failures`] is empty.
 pub fn successes(r: &Record) -> Vec<String> {
-    recalled(r.request, r.said_before)
+    let recalled = recalled(r.request, r.said_before)
         .filter(|(_, code)| r.answer.to_lowercase().contains(code))
         .map(|(what, code)| {
             format!(
                 "[verified] the person said earlier that {what} is {code}, and the final answer \
                  gives it"
             )
-        })
-        .into_iter()
-        .collect()
+        });
+    let named = match r
+        .files
+        .and_then(|files| asked(r.request, files, r.read_file))
+    {
+        Some(Fact::Defines { function, file }) => {
+            let last = file.rsplit('/').next().unwrap_or(&file).to_lowercase();
+            let given = file_names(r.answer);
+            let only_it = !given.is_empty()
+                && given
+                    .iter()
+                    .all(|g| *g == last || *g == file.to_lowercase());
+            only_it.then(|| {
+                format!(
+                    "[verified] only {file} defines `{function}`, and the final answer names it \
+                     and no other file"
+                )
+            })
+        }
+        _ => None,
+    };
+    recalled.into_iter().chain(named).collect()
 }
 
 /// Words too common to tell one thing the person named from another.
@@ -450,6 +489,7 @@ mod tests {
             read: &[],
             said_before: &[],
             next: None,
+            read_file: &|_| None,
         }
     }
 
@@ -625,6 +665,47 @@ mod tests {
         assert!(failures(&record(units, "8 km and 850 m make 8,850 m.")).is_empty());
         // A figure in words is the judge's to read.
         assert!(failures(&record("What is 17 * 23?", "Three hundred ninety-one.")).is_empty());
+    }
+
+    #[test]
+    fn counts_totals_and_definitions_are_checked_against_the_files_then() {
+        let files = ["data/sales.csv".to_string(), "src/shipping.py".to_string()];
+        let read = |p: &str| match p {
+            "data/sales.csv" => Some("date,amount\n2026-10-01,120\n2026-10-02,35\n".to_string()),
+            "src/shipping.py" => Some("def count_receipt(data):\n    return data\n".to_string()),
+            _ => None,
+        };
+        let with_files = |request, answer| Record {
+            files: Some(&files),
+            read_file: &read,
+            ..record(request, answer)
+        };
+        let total = "Please read data/sales.csv and add up the amount column.";
+        assert_eq!(
+            failures(&with_files(total, "The total is 150.")),
+            vec![
+                "[verified] the amount column of data/sales.csv adds up to 155 when the answer \
+                 was written, and the final answer gives no such figure"
+            ]
+        );
+        assert!(failures(&with_files(total, "The total is 155.")).is_empty());
+        let which = "Which file in src defines the function `count_receipt`?";
+        assert_eq!(
+            failures(&with_files(which, "It is `billing.py`.")).len(),
+            2,
+            "a file that exists nowhere and not the one that defines it"
+        );
+        let right = with_files(which, "It is `shipping.py`.");
+        assert!(failures(&right).is_empty());
+        assert_eq!(
+            successes(&right),
+            vec![
+                "[verified] only src/shipping.py defines `count_receipt`, and the final answer \
+                 names it and no other file"
+            ]
+        );
+        // Without the files' texts nothing is proven.
+        assert!(failures(&record(total, "The total is 150.")).is_empty());
     }
 
     #[test]

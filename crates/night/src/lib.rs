@@ -11,7 +11,7 @@
 //! answer right?" (`verdict`; a failure the record proves, such as a file
 //! asked for that no tool wrote or a sum's figure missing from the answer,
 //! gets 0 without asking, and a code asked back and given gets 1:
-//! `verifier`, `figure`;
+//! `verifier`, `figure`, `file_facts`;
 //! practice episodes bring their checks' verdicts, the
 //! person's 👍/👎 and ↻ outrank the judge, and the reviewer's marks
 //! apply); **predict** each sub-task's reward and turns

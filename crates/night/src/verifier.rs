@@ -75,11 +75,7 @@ pub fn failures(r: &Record) -> Vec<String> {
                 .to_string(),
         ),
         Some(Target::Notes) => {
-            let kept = |code: &String| {
-                let saved = r.notes_added.iter().chain(r.changed.iter().map(|(_, t)| t));
-                saved.map(|t| t.to_lowercase()).any(|t| t.contains(code))
-            };
-            if let Some(code) = codes(r.request).into_iter().find(|c| !kept(c)) {
+            if let Some(code) = codes(r.request).into_iter().find(|c| !kept(r, c)) {
                 out.push(format!(
                     "[verified] the request asks to save {code} in the notes, and nothing saved \
                      before the answer holds it"
@@ -159,8 +155,11 @@ pub fn failures(r: &Record) -> Vec<String> {
 }
 
 /// One line per success the record proves, each starting `[verified]`:
-/// the person asks back something they said earlier in the channel, and
-/// the answer gives it. Only worth reading where [`failures`] is empty.
+/// the person asks back something they said earlier in the channel and
+/// the answer gives it; the answer names the one file that defines the
+/// function asked about, and no other; a note asked for was saved with
+/// every code the request gave. Only worth reading where [`failures`] is
+/// empty.
 pub fn successes(r: &Record) -> Vec<String> {
     let recalled = recalled(r.request, r.said_before)
         .filter(|(_, code)| r.answer.to_lowercase().contains(code))
@@ -190,7 +189,25 @@ pub fn successes(r: &Record) -> Vec<String> {
         }
         _ => None,
     };
-    recalled.into_iter().chain(named).collect()
+    // A note asked for, saved with every code the request gave.
+    let saved = (wanted_change(r.request) == Some(Target::Notes))
+        .then(|| codes(r.request))
+        .filter(|codes| !codes.is_empty())
+        .filter(|codes| codes.iter().all(|code| kept(r, code)))
+        .map(|codes| {
+            format!(
+                "[verified] the request asks to save {} in the notes, and a note saved before \
+                 the answer holds it",
+                codes.join(", ")
+            )
+        });
+    recalled.into_iter().chain(named).chain(saved).collect()
+}
+
+/// Whether a note or file saved before the answer holds `code`.
+fn kept(r: &Record, code: &str) -> bool {
+    let saved = r.notes_added.iter().chain(r.changed.iter().map(|(_, t)| t));
+    saved.map(|t| t.to_lowercase()).any(|t| t.contains(code))
 }
 
 /// Words too common to tell one thing the person named from another.
@@ -551,11 +568,18 @@ mod tests {
         );
         assert_eq!(failures(&r).len(), 1, "{:?}", failures(&r));
         let note = ["hallway\nGranite-5158".to_string()];
-        assert!(failures(&Record {
+        let saved = Record {
             notes_added: &note,
             ..r
-        })
-        .is_empty());
+        };
+        assert!(failures(&saved).is_empty());
+        assert_eq!(
+            successes(&saved),
+            vec![
+                "[verified] the request asks to save granite-5158 in the notes, and a note saved \
+                 before the answer holds it"
+            ]
+        );
         let without = ["hallway\ngranite".to_string()];
         assert_eq!(
             failures(&Record {

@@ -28,8 +28,9 @@ pub const CORE_TOOLS: &[&str] = &[
     "python",
 ];
 
-/// Tools offered beyond the core set: the ones whose names and
-/// descriptions share the most words with the conversation's first message.
+/// Tools offered beyond the core set: those the conversation's first
+/// message names, then those whose names and descriptions are closest to
+/// it.
 pub const DEFAULT_RELEVANT_TOOLS: usize = 3;
 
 /// Which of its tools a conversation is told about. Every allowed tool
@@ -58,9 +59,10 @@ pub type Similarity<'a> = dyn Fn(&str, &[String]) -> Option<Vec<f32>> + 'a;
 impl ToolOffer {
     /// Which of `all` (tool definitions) a conversation that opens with
     /// `question` is told about: the core ones in the core's order, then
-    /// the chosen ones in `all`'s. `similarity` scores the question against
-    /// each other tool's name and description (sentence embeddings); where
-    /// it gives nothing, shared content words decide.
+    /// the chosen ones in `all`'s: those the question names first, then by
+    /// `similarity`, which scores the question against each other tool's
+    /// name and description (sentence embeddings); where it gives nothing,
+    /// shared content words decide.
     pub fn select(
         &self,
         all: Vec<serde_json::Value>,
@@ -104,7 +106,20 @@ impl ToolOffer {
         };
         // Most related first; ties keep the toolbox's order.
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let chosen: Vec<String> = scored.into_iter().take(*relevant).map(|(_, n)| n).collect();
+        // A tool the message names ("save this in your notes") comes before
+        // any score: a long message can bury its one telling word.
+        let asked = content_words(question);
+        let named = others.iter().map(|(n, _)| n.clone()).filter(|n| {
+            let words = content_words(&n.replace('_', " "));
+            !words.is_empty() && words.is_subset(&asked)
+        });
+        let mut chosen: Vec<String> = named.collect();
+        for (_, n) in scored {
+            if !chosen.contains(&n) {
+                chosen.push(n);
+            }
+        }
+        chosen.truncate(*relevant);
         // The core in its own order (what a small model reaches for first
         // comes first), then the chosen ones.
         let mut offered: Vec<serde_json::Value> = core
@@ -294,6 +309,12 @@ mod tests {
         let got = ToolOffer::default().select(all.clone(), "Keep a snapshot of my work", &scores);
         let got = names(&got);
         assert_eq!(&got[CORE_TOOLS.len()..], ["git", "health"], "{got:?}");
+        // A tool the message names is offered whatever the scores.
+        let long = "Please save this in your notes so you remember it: the room of Friday's \
+                    meeting is thunder-3122; my locker code at the gym is velvet-7716.";
+        let low = |_: &str, abouts: &[String]| Some(vec![0.1; abouts.len()]);
+        let got = ToolOffer::default().select(all.clone(), long, &low);
+        assert_eq!(&names(&got)[CORE_TOOLS.len()..], ["notes"]);
         // A scorer that cannot answer leaves the choice to shared words.
         let wrong = |_: &str, _: &[String]| Some(vec![1.0]);
         let words = ToolOffer::default().select(all, "Read my notes about the garden", &wrong);

@@ -61,8 +61,8 @@ pub struct DaysArgs {
     )]
     families: Vec<String>,
     /// Families only measured, never posed in a day (notes: a desk family
-    /// the default model passes 7 of 10 times at level 2, so a loss or a
-    /// transfer can show).
+    /// that needs its own tool; the default model passed 0 of 10 at level
+    /// 2 when the offer left that tool out).
     #[arg(long, value_delimiter = ',', default_value = "notes,units")]
     held_out: Vec<String>,
     /// Share of replies the person rates 👍/👎 (from the hidden check).

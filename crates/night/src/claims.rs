@@ -75,6 +75,18 @@ fn claim(message: usize, lhs: &str, rhs: &str) -> Option<String> {
 /// A lone hyphen between numbers without spaces (a date, a range) is not a
 /// sum.
 fn arithmetic_runs(text: &str) -> Vec<String> {
+    let t = operators_as_symbols(text);
+    let allowed = |c: char| c.is_ascii_digit() || " .+-*/^()=".contains(c);
+    t.split(|c: char| !allowed(c))
+        .map(|r| r.trim().trim_end_matches('.').trim())
+        .filter(|r| r.split('=').count() <= 2 && is_sum(r))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `text` in lowercase with the operators people spell ("times",
+/// "divided by", "×") written as the calculator's symbols.
+pub(crate) fn operators_as_symbols(text: &str) -> String {
     let mut t = format!(" {} ", text.to_lowercase());
     for (word, op) in [
         (" multiplied by ", " * "),
@@ -88,12 +100,7 @@ fn arithmetic_runs(text: &str) -> Vec<String> {
     ] {
         t = t.replace(word, op);
     }
-    let allowed = |c: char| c.is_ascii_digit() || " .+-*/^()=".contains(c);
-    t.split(|c: char| !allowed(c))
-        .map(|r| r.trim().trim_end_matches('.').trim())
-        .filter(|r| r.split('=').count() <= 2 && is_sum(r))
-        .map(str::to_string)
-        .collect()
+    t
 }
 
 /// A number, an operator and a number, in that order somewhere.

@@ -62,13 +62,7 @@ fn sentences(text: &str) -> Vec<&str> {
 
 fn parse_number(word: &str) -> Option<f64> {
     let w = word.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')'));
-    let grouped = w.contains(',') && w.split(',').skip(1).all(|g| g.len() == 3);
-    let plain = if grouped {
-        w.replace(',', "")
-    } else {
-        w.into()
-    };
-    plain.parse::<f64>().ok().filter(|v| v.is_finite())
+    crate::grounding::number(w)?.parse::<f64>().ok()
 }
 
 /// "Start with 20, then subtract 24 and multiply by 9": each step applied
@@ -254,12 +248,7 @@ fn sum(sentence: &str) -> Option<(f64, String)> {
         .iter()
         .filter_map(|a| sentence.find(a).map(|k| (k, a.len())))
         .min()?;
-    let expr = sentence[at + lead..]
-        .replace(" times ", " * ")
-        .replace(" plus ", " + ")
-        .replace(" minus ", " - ")
-        .replace(" divided by ", " / ")
-        .replace(" multiplied by ", " * ");
+    let expr = crate::claims::operators_as_symbols(&sentence[at + lead..]);
     let expr = expr.trim().trim_end_matches(['.', ',', ':', ';']);
     let operators =
         expr.chars().filter(|c| "+*/^".contains(*c)).count() + expr.matches(" - ").count();

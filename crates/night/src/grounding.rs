@@ -131,7 +131,7 @@ fn ordered_figures(text: &str) -> Vec<String> {
 }
 
 /// `word` as a number in one spelling: "1,204.50" → "1204.5".
-fn number(word: &str) -> Option<String> {
+pub(crate) fn number(word: &str) -> Option<String> {
     let digits = word.strip_prefix('-').unwrap_or(word);
     let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
     let groups: Vec<&str> = whole.split(',').collect();

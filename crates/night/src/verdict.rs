@@ -340,13 +340,10 @@ fn proven(w: &Window, span: Span) -> (Vec<String>, bool) {
         next,
         read_file: &read_file,
     };
-    let failures = crate::verifier::failures(&record);
-    if failures.is_empty() {
-        let successes = crate::verifier::successes(&record);
-        let any = !successes.is_empty();
-        (successes, any)
-    } else {
-        (failures, false)
+    match crate::verifier::prove(&record) {
+        crate::verifier::Proven::Failed(lines) => (lines, false),
+        crate::verifier::Proven::Done(lines) => (lines, true),
+        crate::verifier::Proven::Nothing => (Vec::new(), false),
     }
 }
 

@@ -54,9 +54,36 @@ enum Target {
     Notes,
 }
 
-/// One line per failure the record proves, each starting `[verified]`;
-/// empty where nothing is proven.
-pub fn failures(r: &Record) -> Vec<String> {
+/// What the record proves of one sub-task: one line per failure, or where
+/// there is none, one line per success; each starts `[verified]`.
+pub enum Proven {
+    Failed(Vec<String>),
+    Done(Vec<String>),
+    Nothing,
+}
+
+/// What the record proves of `r`. The facts both sides need (a code
+/// asked back, what the files say) are worked out once.
+pub fn prove(r: &Record) -> Proven {
+    let recalled = recalled(r.request, r.said_before);
+    let fact = r
+        .files
+        .and_then(|files| asked(r.request, files, r.read_file));
+    let failed = failures(r, recalled.as_ref(), fact.as_ref());
+    if !failed.is_empty() {
+        return Proven::Failed(failed);
+    }
+    let done = successes(r, recalled.as_ref(), fact.as_ref());
+    if done.is_empty() {
+        Proven::Nothing
+    } else {
+        Proven::Done(done)
+    }
+}
+
+/// The failures `r` proves, given the code it asks back and the fact of
+/// the files it asks for.
+fn failures(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(e) = error_answer(r.answer) {
         out.push(format!(
@@ -109,8 +136,8 @@ pub fn failures(r: &Record) -> Vec<String> {
             ));
         }
     }
-    if let Some((what, code)) = recalled(r.request, r.said_before) {
-        if !r.answer.to_lowercase().contains(&code) {
+    if let Some((what, code)) = recalled {
+        if !r.answer.to_lowercase().contains(code) {
             out.push(format!(
                 "[verified] the person said earlier that {what} is {code}, and the final answer \
                  does not give it"
@@ -136,17 +163,14 @@ pub fn failures(r: &Record) -> Vec<String> {
             ));
         }
     }
-    match r
-        .files
-        .and_then(|files| asked(r.request, files, r.read_file))
-    {
-        Some(Fact::Figure(value, how)) if states(r.answer, value) == Some(false) => {
+    match fact {
+        Some(Fact::Figure(value, how)) if states(r.answer, *value) == Some(false) => {
             out.push(format!(
                 "[verified] {how} when the answer was written, and the final answer gives no \
                  such figure"
             ))
         }
-        Some(Fact::Defines { function, file }) if !names(r.answer, &file) => out.push(format!(
+        Some(Fact::Defines { function, file }) if !names(r.answer, file) => out.push(format!(
             "[verified] only {file} defines `{function}`, and the final answer does not name it"
         )),
         _ => {}
@@ -158,10 +182,9 @@ pub fn failures(r: &Record) -> Vec<String> {
 /// the person asks back something they said earlier in the channel and
 /// the answer gives it; the answer names the one file that defines the
 /// function asked about, and no other; a note asked for was saved with
-/// every code the request gave. Only worth reading where [`failures`] is
-/// empty.
-pub fn successes(r: &Record) -> Vec<String> {
-    let recalled = recalled(r.request, r.said_before)
+/// every code the request gave. Read only where `failures` finds none.
+fn successes(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>) -> Vec<String> {
+    let recalled = recalled
         .filter(|(_, code)| r.answer.to_lowercase().contains(code))
         .map(|(what, code)| {
             format!(
@@ -169,12 +192,9 @@ pub fn successes(r: &Record) -> Vec<String> {
                  gives it"
             )
         });
-    let named = match r
-        .files
-        .and_then(|files| asked(r.request, files, r.read_file))
-    {
+    let named = match fact {
         Some(Fact::Defines { function, file }) => {
-            let last = file.rsplit('/').next().unwrap_or(&file).to_lowercase();
+            let last = file.rsplit('/').next().unwrap_or(file).to_lowercase();
             let given = file_names(r.answer);
             let only_it = !given.is_empty()
                 && given
@@ -495,6 +515,22 @@ fn made_up_files(r: &Record, files: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The failures `r` proves.
+    fn failures(r: &Record) -> Vec<String> {
+        match prove(r) {
+            Proven::Failed(lines) => lines,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The successes `r` proves (none where it proves a failure).
+    fn successes(r: &Record) -> Vec<String> {
+        match prove(r) {
+            Proven::Done(lines) => lines,
+            _ => Vec::new(),
+        }
+    }
 
     fn record<'a>(request: &'a str, answer: &'a str) -> Record<'a> {
         Record {

@@ -9,7 +9,8 @@
 //! right, check it again" says the answer failed as plainly as a 👎.
 //!
 //! Some successes are as certain: the person asks back a code they gave
-//! earlier in the channel, and the answer gives it.
+//! earlier in the channel and the answer gives it, a note asked for is
+//! saved with its code, the one file that defines a function is named.
 //!
 //! Every rule errs towards silence: a rule that cannot tell leaves the
 //! sub-task to the judge.

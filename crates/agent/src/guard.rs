@@ -32,9 +32,35 @@ pub(crate) const RESULT_HINT: &str =
 /// "1 entries." (simulated files tasks).
 const LOCATING_TOOLS: &[&str] = &["list_dir", "glob"];
 
-/// The hint a successful result of `tool` ends with, if any.
-pub(crate) fn result_hint(tool: &str) -> Option<&'static str> {
-    (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
+/// Ends the result of a call that changed something (a note saved, a file
+/// written). Told "if this answers the question, tell the answer", the
+/// default model answered a request to save two codes with "The answer
+/// is: Meeting Room: Friday's Meeting", or listed the notes again and
+/// again until the harness stopped the turn (2 of 3 simulated notes
+/// tasks).
+pub(crate) const DONE_HINT: &str = "That is done. Tell the user, in words, what you did.";
+
+/// Tools, and the actions of a tool, that change something.
+fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
+    let action = arguments["action"].as_str().unwrap_or("");
+    match tool {
+        "write_file" | "edit_file" | "make_dir" | "delete_path" | "undo" | "redo" | "send_file" => {
+            true
+        }
+        "notes" => matches!(action, "create" | "delete"),
+        "recipe" => action == "save",
+        _ => false,
+    }
+}
+
+/// The hint a successful result of `tool` called with `arguments` ends
+/// with, if any.
+pub(crate) fn result_hint(tool: &str, arguments: &serde_json::Value) -> Option<&'static str> {
+    if changes(tool, arguments) {
+        Some(DONE_HINT)
+    } else {
+        (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
+    }
 }
 
 /// Added to the result of a call the turn already made with the same
@@ -149,6 +175,25 @@ impl TurnGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_that_changed_something_is_told_to_say_what_it_did() {
+        let args = |a: &str| serde_json::json!({ "action": a });
+        assert_eq!(result_hint("notes", &args("create")), Some(DONE_HINT));
+        assert_eq!(
+            result_hint("write_file", &serde_json::json!({})),
+            Some(DONE_HINT)
+        );
+        assert_eq!(result_hint("recipe", &args("save")), Some(DONE_HINT));
+        // Reading calls may hold the answer; locating ones never do.
+        assert_eq!(result_hint("notes", &args("search")), Some(RESULT_HINT));
+        assert_eq!(result_hint("notes", &args("list")), Some(RESULT_HINT));
+        assert_eq!(
+            result_hint("calculator", &serde_json::json!({})),
+            Some(RESULT_HINT)
+        );
+        assert_eq!(result_hint("glob", &serde_json::json!({})), None);
+    }
 
     #[test]
     fn the_same_failure_three_times_stops_the_turn() {

@@ -522,7 +522,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                match result_hint(&name) {
+                                match result_hint(&name, &arguments) {
                                     Some(hint) => (true, format!("{text}\n\n{hint}")),
                                     None => (true, text),
                                 }

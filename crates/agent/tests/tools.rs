@@ -472,6 +472,26 @@ fn a_folder_listing_is_not_told_to_be_the_answer() {
     assert!(!listed.contains("tell the user the answer now"), "{listed}");
 }
 
+/// A note saved is something done, not an answer: its result tells the
+/// model to say what it did.
+#[test]
+fn a_saved_note_is_told_to_be_reported_as_done() {
+    let (_dir, store, services, engine) = setup(1);
+    let save = r#"root ::= "<tool_call>{\"name\": \"notes\", \"arguments\": {\"action\": \"create\", \"title\": \"locker\", \"text\": \"velvet-7716\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "saving", save);
+    s.send(
+        "note my locker code velvet-7716",
+        &sampling(1),
+        &CancelFlag::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let saved = first_tool_message(&store, &s).text;
+    assert!(saved.contains("saved note"), "{saved}");
+    assert!(saved.contains("what you did"), "{saved}");
+    assert!(!saved.contains("tell the user the answer now"), "{saved}");
+}
+
 fn forced_session<'a>(
     engine: &'a Engine,
     store: &'a Arc<Store>,

@@ -10,7 +10,7 @@
 //! stage times.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +21,8 @@ use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
 use reverie_night::NightConfig;
 use reverie_practice::days::{
-    agreement, day_tasks, rewards_of, simulate_day, task_outcomes, DayFamily, DayOptions, Posed,
+    agreement, day_tasks, rewards_of, simulate_day, task_outcomes, Channels, DayFamily, DayOptions,
+    Posed,
 };
 use reverie_practice::{eval_params, paired, Outcome, Paired, EVAL_SEED};
 use reverie_store::Store;
@@ -36,6 +37,29 @@ use crate::output;
 pub struct DaysArgs {
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    plan: Plan,
+    /// Take the measurement before the nights from an earlier run's
+    /// results file (the same families, level and tasks per family)
+    /// instead of measuring again; with `--nights 0 --model CHECKPOINT`
+    /// this compares a checkpoint with that earlier measurement.
+    #[arg(long)]
+    before: Option<std::path::PathBuf>,
+    /// Go on with a run that was stopped, from its results file: what it
+    /// measured, posed and slept on is kept, a day goes on at its first
+    /// unfinished channel and a night at its last finished stage (training
+    /// at its last step). The run's own settings apply; the model's
+    /// loading options (`--ctx`, `--threads`) are given again.
+    #[arg(long, conflicts_with = "before")]
+    resume: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a run does, kept in its results file so that `--resume` goes on
+/// with the same plan.
+#[derive(Args, Serialize, Deserialize, Clone, Debug)]
+struct Plan {
     /// Simulated days, each followed by a night.
     #[arg(long, default_value_t = 3)]
     nights: usize,
@@ -80,14 +104,37 @@ pub struct DaysArgs {
     family_tools: bool,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
-    /// Take the measurement before the nights from an earlier run's
-    /// results file (the same families, level and tasks per family)
-    /// instead of measuring again; with `--nights 0 --model CHECKPOINT`
-    /// this compares a checkpoint with that earlier measurement.
-    #[arg(long)]
-    before: Option<std::path::PathBuf>,
-    #[arg(long)]
-    json: bool,
+}
+
+/// Where a run stands, saved after each step of it beside its data folder
+/// (never in it: nothing a night reads holds a verdict), so a run stopped
+/// midway keeps its figures and `--resume` goes on from there.
+#[derive(Serialize, Deserialize)]
+struct Progress {
+    plan: Plan,
+    data_folder: PathBuf,
+    model: PathBuf,
+    before_measured: Measured,
+    /// Each finished night's figures.
+    #[serde(default)]
+    nights: Vec<serde_json::Value>,
+    /// The day being posed or slept on.
+    #[serde(default)]
+    day: Option<DayProgress>,
+    /// Present once the run is over.
+    #[serde(default)]
+    after_measured: Option<Measured>,
+}
+
+/// A day posed so far: its requests channel by channel, and whether every
+/// channel is done (then only its night is left).
+#[derive(Serialize, Deserialize)]
+struct DayProgress {
+    night: usize,
+    channels: usize,
+    posed: Vec<Posed>,
+    complete: bool,
+    seconds: f64,
 }
 
 /// Success of one family in one measurement.
@@ -111,6 +158,9 @@ struct Measured {
 }
 
 pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
+    let say = |s: String| eprintln!("{s}");
+    let resumed = a.resume.as_deref().map(Progress::read).transpose()?;
+    let plan = resumed.as_ref().map_or(&a.plan, |p| &p.plan).clone();
     let parse = |names: &[String]| -> anyhow::Result<Vec<DayFamily>> {
         names
             .iter()
@@ -118,8 +168,8 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             .map(|n| DayFamily::parse(n).map_err(anyhow::Error::msg))
             .collect()
     };
-    let trained = parse(&a.families)?;
-    let held_out = parse(&a.held_out)?;
+    let trained = parse(&plan.families)?;
+    let held_out = parse(&plan.held_out)?;
     anyhow::ensure!(
         !trained.is_empty(),
         "name at least one family for the days (--families arithmetic,files)"
@@ -131,94 +181,81 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         );
     }
     anyhow::ensure!(
-        (0.0..=1.0).contains(&a.feedback) && (0.0..=1.0).contains(&a.follow_up),
+        (0.0..=1.0).contains(&plan.feedback) && (0.0..=1.0).contains(&plan.follow_up),
         "--feedback and --follow-up are shares between 0 and 1"
     );
     let every: Vec<DayFamily> = trained.iter().chain(&held_out).copied().collect();
-    let given_before = a
-        .before
-        .as_ref()
-        .map(|file| earlier(file, a.level, a.eval, &every))
-        .transpose()?;
-    let bench = crate::bench::fresh_home(home, "days", a.engine.model.as_deref())?;
-    share_embedder(home, &bench)?;
-    let base = reverie_models::active::resolve(&bench, None)?;
-    let say = |s: String| eprintln!("{s}");
-
-    // What is measured so far, kept beside the bench's data folder (never
-    // in it: nothing a night reads holds a verdict), so a run stopped
-    // midway keeps its figures.
-    let results = bench.root().with_extension("results.json");
-    let before = match given_before {
-        Some(m) => m,
+    let mut progress = match resumed {
+        Some(p) => {
+            say(format!(
+                "resuming the run in {} ({} of {} nights done), with its own settings",
+                p.data_folder.display(),
+                p.nights.len(),
+                p.plan.nights
+            ));
+            p
+        }
         None => {
-            say(format!("measuring {} on fresh tasks", base.display()));
-            measure(home, &a, &base, &every, &held_out, "before")?
+            let given_before = a
+                .before
+                .as_ref()
+                .map(|file| earlier(file, plan.level, plan.eval, &every))
+                .transpose()?;
+            let bench = crate::bench::fresh_home(home, "days", a.engine.model.as_deref())?;
+            share_embedder(home, &bench)?;
+            let base = reverie_models::active::resolve(&bench, None)?;
+            let before_measured = match given_before {
+                Some(m) => m,
+                None => {
+                    say(format!("measuring {} on fresh tasks", base.display()));
+                    measure(home, &a.engine, &plan, &base, &every, &held_out, "before")?
+                }
+            };
+            Progress {
+                plan: plan.clone(),
+                data_folder: bench.root().to_path_buf(),
+                model: base,
+                before_measured,
+                nights: Vec::new(),
+                day: None,
+                after_measured: None,
+            }
         }
     };
+    let bench = Home::new(progress.data_folder.clone());
+    let results = bench.root().with_extension("results.json");
+    let before = progress.before_measured.clone();
     say(format!("before: {}", describe_scores(&before.scores)));
-    save(&results, &serde_json::json!({"before_measured": before}))?;
+    progress.save(&results)?;
 
-    let mut per_night = Vec::new();
     let defaults = NightConfig::default();
     let night_cfg = NightConfig {
         gpu_layers: a.engine.gpu_layers,
-        verify_tasks: a.verify.unwrap_or(defaults.verify_tasks),
+        verify_tasks: plan.verify.unwrap_or(defaults.verify_tasks),
         ..defaults
     };
-    for night in 1..=a.nights {
+    for night in progress.nights.len() + 1..=plan.nights {
         let model = reverie_models::active::resolve(&bench, None)?;
         let started = Instant::now();
-        let tasks = day_tasks(
-            &trained,
-            a.tasks,
-            a.seed.wrapping_add(10_000 * night as u64),
-            a.level,
-        );
-        let opts = DayOptions {
-            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
-            params: SamplingParams {
-                seed: a.seed as u32 ^ night as u32,
-                max_tokens: 512,
-                ..SamplingParams::default()
+        let day = match progress.day.take() {
+            Some(d) if d.night == night => d,
+            _ => DayProgress {
+                night,
+                channels: 0,
+                posed: Vec::new(),
+                complete: false,
+                seconds: 0.0,
             },
-            max_calls: 8,
-            family_tools: a.family_tools,
-            follow_up: a.follow_up,
-            feedback: a.feedback,
-            seed: a.seed ^ night as u64,
         };
-        let posed = {
-            let store = Arc::new(Store::open(&bench)?);
-            let services = Arc::new(Services::new(&bench));
-            let engine = a.engine.load(&bench, 1)?;
-            simulate_day(
-                &engine,
-                &store,
-                &services,
-                &tasks,
-                a.per_channel,
-                &format!("day{night}"),
-                &opts,
-                &CancelFlag::default(),
-                &mut |p| {
-                    for p in p {
-                        say(format!(
-                            "day {night}: {} ({}) {}{}",
-                            p.family.as_str(),
-                            p.step + 1,
-                            if p.passed { "passed" } else { "failed" },
-                            if p.followed_up {
-                                " after a follow-up"
-                            } else {
-                                ""
-                            }
-                        ))
-                    }
-                },
-            )?
+        progress.day = Some(day);
+        if !progress.day.as_ref().is_some_and(|d| d.complete) {
+            pose_day(&a.engine, &plan, &trained, &bench, &results, &mut progress)?;
+        }
+        let Some(day) = progress.day.as_ref() else {
+            anyhow::bail!("day {night} was not posed");
         };
-        let day_seconds = started.elapsed().as_secs_f64();
+        let posed = day.posed.clone();
+        let day_seconds = day.seconds;
         let out = crate::bench::sleep(&bench, &model, &night_cfg)?;
         let truth: Vec<bool> = posed.iter().map(|p| p.passed).collect();
         // Each reply's number of one kind (the judge's grade, the reward
@@ -247,7 +284,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             crate::bench::deployed_or_kept(&out)
         ));
         let train = out.report.train.clone().unwrap_or_default();
-        per_night.push(serde_json::json!({
+        progress.nights.push(serde_json::json!({
             "night": out.night,
             "requests": posed.len(),
             "passed_first": posed.iter().filter(|p| p.first_passed).count(),
@@ -270,23 +307,35 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             "losses": train.losses,
             "stage_seconds": out.report.seconds,
             "day_seconds": day_seconds,
-            "seconds": started.elapsed().as_secs_f64(),
+            "seconds": day_seconds + started.elapsed().as_secs_f64(),
         }));
-        save(
-            &results,
-            &serde_json::json!({"before_measured": before, "nights": per_night}),
-        )?;
+        progress.day = None;
+        progress.save(&results)?;
     }
 
     let after_model = reverie_models::active::resolve(&bench, None)?;
     // With no nights there is nothing to measure again, unless the first
     // measurement came from a file: then this model is compared with it.
-    let after = if a.nights == 0 && a.before.is_none() {
-        None
-    } else {
-        say("measuring the model after the nights".into());
-        Some(measure(home, &a, &after_model, &every, &held_out, "after")?)
+    let after = match progress.after_measured.clone() {
+        Some(m) => Some(m),
+        None if plan.nights == 0 && a.before.is_none() => None,
+        None => {
+            say("measuring the model after the nights".into());
+            let m = measure(
+                home,
+                &a.engine,
+                &plan,
+                &after_model,
+                &every,
+                &held_out,
+                "after",
+            )?;
+            progress.after_measured = Some(m.clone());
+            Some(m)
+        }
     };
+    let per_night = &progress.nights;
+    let base = &progress.model;
     let compare = |keep: &dyn Fn(DayFamily) -> bool| -> Option<Paired> {
         let after = after.as_ref()?;
         let of = |m: &Measured| -> Vec<Outcome> {
@@ -308,12 +357,13 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         "model": base,
         "families": trained.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
         "held_out": held_out.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
-        "tasks_per_day": a.tasks,
-        "eval_per_family": a.eval,
-        "level": a.level,
-        "feedback": a.feedback,
-        "follow_up": a.follow_up,
+        "tasks_per_day": plan.tasks,
+        "eval_per_family": plan.eval,
+        "level": plan.level,
+        "feedback": plan.feedback,
+        "follow_up": plan.follow_up,
         "nights": per_night,
+        "plan": plan,
         "nights_deployed": per_night.iter().filter(|n| !n["deployed"].is_null()).count(),
         "before": before.scores,
         "after": after.as_ref().map(|m| m.scores.clone()),
@@ -346,7 +396,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        for n in &per_night {
+        for n in per_night {
             println!(
                 "night {}: judge accuracy {:.0}% κ {:.2} (failures caught {:.0}%), value error {}, {}",
                 n["night"],
@@ -367,11 +417,13 @@ fn day_success(posed: &[Posed]) -> f64 {
     tasks.iter().filter(|t| t.2).count() as f64 / tasks.len().max(1) as f64
 }
 
-/// `model` on `a.eval` fresh tasks of each family, one task to a channel,
-/// greedy, without follow-ups or ratings, in a data folder of its own.
+/// `model` on `plan.eval` fresh tasks of each family, one task to a
+/// channel, greedy, without follow-ups or ratings, in a data folder of its
+/// own.
 fn measure(
     home: &Home,
-    a: &DaysArgs,
+    engine: &EngineArgs,
+    plan: &Plan,
     model: &Path,
     families: &[DayFamily],
     held_out: &[DayFamily],
@@ -382,12 +434,12 @@ fn measure(
     share_embedder(home, &scratch)?;
     let store = Arc::new(Store::open(&scratch)?);
     let services = Arc::new(Services::new(&scratch));
-    let engine = a.engine.load(&scratch, 1)?;
+    let engine = engine.load(&scratch, 1)?;
     let opts = DayOptions {
         system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
         params: eval_params(),
         max_calls: 8,
-        family_tools: a.family_tools,
+        family_tools: plan.family_tools,
         follow_up: 0.0,
         feedback: 0.0,
         seed: EVAL_SEED,
@@ -395,14 +447,13 @@ fn measure(
     let mut scores = Vec::new();
     let mut outcomes = Vec::new();
     for &f in families {
-        let tasks = day_tasks(&[f], a.eval, EVAL_SEED, a.level);
+        let tasks = day_tasks(&[f], plan.eval, EVAL_SEED, plan.level);
         let posed = simulate_day(
             &engine,
             &store,
             &services,
             &tasks,
-            1,
-            &format!("eval-{}", f.as_str()),
+            Channels::new(&format!("eval-{}", f.as_str()), 1),
             &opts,
             &CancelFlag::default(),
             &mut |_| {},
@@ -430,9 +481,124 @@ fn measure(
         scores,
         outcomes,
         seconds: started.elapsed().as_secs_f64(),
-        level: a.level,
-        eval: a.eval,
+        level: plan.level,
+        eval: plan.eval,
     })
+}
+
+/// Poses the day in `progress.day` from its first unfinished channel,
+/// saving the progress after each channel. A channel the stop cut short is
+/// deleted first, so the night never sees half of one.
+fn pose_day(
+    engine: &EngineArgs,
+    plan: &Plan,
+    trained: &[DayFamily],
+    bench: &Home,
+    results: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    let Some(day) = progress.day.as_ref() else {
+        return Ok(());
+    };
+    let (night, done, seconds_before) = (day.night, day.channels, day.seconds);
+    let prefix = format!("day{night}");
+    let channels = Channels {
+        skip: done,
+        ..Channels::new(&prefix, plan.per_channel)
+    };
+    let tasks = day_tasks(
+        trained,
+        plan.tasks,
+        plan.seed.wrapping_add(10_000 * night as u64),
+        plan.level,
+    );
+    let store = Arc::new(Store::open(bench)?);
+    for k in done..tasks.len().div_ceil(channels.per_channel) {
+        if let Some(cut) = store.channel_by_name(&channels.name(k))? {
+            eprintln!(
+                "day {night}: channel {} was cut short by the stop; posing it again",
+                channels.name(k)
+            );
+            store.delete_channel(cut.id)?;
+        }
+    }
+    let opts = DayOptions {
+        system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+        params: SamplingParams {
+            seed: plan.seed as u32 ^ night as u32,
+            max_tokens: 512,
+            ..SamplingParams::default()
+        },
+        max_calls: 8,
+        family_tools: plan.family_tools,
+        follow_up: plan.follow_up,
+        feedback: plan.feedback,
+        seed: plan.seed ^ night as u64,
+    };
+    let services = Arc::new(Services::new(bench));
+    let engine = engine.load(bench, 1)?;
+    let started = Instant::now();
+    let mut saved = Ok(());
+    simulate_day(
+        &engine,
+        &store,
+        &services,
+        &tasks,
+        channels,
+        &opts,
+        &CancelFlag::default(),
+        &mut |posed| {
+            for p in posed {
+                eprintln!(
+                    "day {night}: {} ({}) {}{}",
+                    p.family.as_str(),
+                    p.step + 1,
+                    if p.passed { "passed" } else { "failed" },
+                    if p.followed_up {
+                        " after a follow-up"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            if let Some(day) = progress.day.as_mut() {
+                day.channels += 1;
+                day.posed.extend_from_slice(posed);
+                day.seconds = seconds_before + started.elapsed().as_secs_f64();
+            }
+            if saved.is_ok() {
+                saved = progress.save(results);
+            }
+        },
+    )?;
+    saved?;
+    if let Some(day) = progress.day.as_mut() {
+        day.complete = true;
+    }
+    progress.save(results)
+}
+
+impl Progress {
+    fn read(file: &Path) -> anyhow::Result<Progress> {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let p: Progress = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} cannot be resumed: it is not the results file of a bench days run (the files of runs from before `--resume` keep no plan)",
+                file.display()
+            )
+        })?;
+        anyhow::ensure!(
+            p.data_folder.is_dir(),
+            "the run's data folder {} is gone; start a new run",
+            p.data_folder.display()
+        );
+        Ok(p)
+    }
+
+    fn save(&self, file: &Path) -> anyhow::Result<()> {
+        save(file, &serde_json::to_value(self)?)
+    }
 }
 
 /// Writes `value` to `path` whole or not at all.

@@ -23,7 +23,7 @@ use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
 use reverie_night::{channel_windows, judge_window, Asked, JudgeOptions, JudgeWay, NightConfig};
 use reverie_practice::days::{
-    agreement, covers, day_tasks, simulate_day, Agreement, DayFamily, DayOptions, Posed,
+    agreement, covers, day_tasks, simulate_day, Agreement, Channels, DayFamily, DayOptions, Posed,
 };
 use reverie_store::Store;
 use reverie_tools::Services;
@@ -340,8 +340,7 @@ fn pose(
         store,
         services,
         &tasks,
-        a.per_channel,
-        "day",
+        Channels::new("day", a.per_channel),
         &opts,
         &CancelFlag::default(),
         &mut |posed| {

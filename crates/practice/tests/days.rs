@@ -9,7 +9,7 @@ use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, MessageRole, SamplingParams};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_infer::{Engine, EngineConfig};
-use reverie_practice::days::{day_tasks, simulate_day, DayFamily, DayOptions, Posed};
+use reverie_practice::days::{day_tasks, simulate_day, Channels, DayFamily, DayOptions, Posed};
 use reverie_store::Store;
 use reverie_tools::Services;
 
@@ -70,8 +70,7 @@ fn a_simulated_day_leaves_only_what_a_person_would_have_written() {
         &store,
         &services,
         &tasks,
-        3,
-        "day1",
+        Channels::new("day1", 3),
         &options(1.0, 1.0),
         &CancelFlag::default(),
         &mut |_| {},

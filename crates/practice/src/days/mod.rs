@@ -35,33 +35,57 @@ pub fn day_tasks(families: &[DayFamily], n: usize, seed: u64, level: u32) -> Vec
         .collect()
 }
 
-/// A day: `tasks` posed `per_channel` to a channel named `{prefix}-{k}`.
-/// `on` hears each channel's requests as they finish.
+/// How a day's tasks are spread over channels: `per_channel` to a channel
+/// named `{prefix}-{k}` (from 1), the first `skip` channels already posed
+/// (a day resumed after a stop).
+#[derive(Debug, Clone, Copy)]
+pub struct Channels<'a> {
+    pub prefix: &'a str,
+    pub per_channel: usize,
+    pub skip: usize,
+}
+
+impl<'a> Channels<'a> {
+    pub fn new(prefix: &'a str, per_channel: usize) -> Self {
+        Channels {
+            prefix,
+            per_channel: per_channel.max(1),
+            skip: 0,
+        }
+    }
+
+    /// The name of channel `k` (from 0).
+    pub fn name(&self, k: usize) -> String {
+        format!("{}-{}", self.prefix, k + 1)
+    }
+}
+
+/// A day: `tasks` posed in `channels`, those of skipped channels not
+/// again. `on` hears each channel's requests as they finish.
 #[allow(clippy::too_many_arguments)]
 pub fn simulate_day(
     engine: &Engine,
     store: &Arc<Store>,
     services: &Arc<Services>,
     tasks: &[DayTask],
-    per_channel: usize,
-    prefix: &str,
+    channels: Channels<'_>,
     opts: &DayOptions,
     cancel: &CancelFlag,
     on: &mut dyn FnMut(&[Posed]),
 ) -> Result<Vec<Posed>, PracticeError> {
     let mut out = Vec::new();
-    for (k, chunk) in tasks.chunks(per_channel.max(1)).enumerate() {
+    let per = channels.per_channel.max(1);
+    for (k, chunk) in tasks.chunks(per).enumerate().skip(channels.skip) {
         if cancel.is_cancelled() {
             break;
         }
-        let name = format!("{prefix}-{}", k + 1);
         let posed = pose_channel(
             engine,
             store,
             services,
-            &name,
+            &channels.name(k),
             chunk,
-            k * per_channel.max(1),
+            k * per,
             opts,
             cancel,
         )?;

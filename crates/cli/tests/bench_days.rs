@@ -1,0 +1,143 @@
+//! `reverie bench days` killed in the middle of its day goes on with
+//! `--resume`: the channels it finished are kept, the one it was posing is
+//! posed again, and the night and the measurement after it follow.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use util::{command, json, reverie, synth};
+
+/// The results file of the one run under `home/bench`, once it exists.
+fn results_file(home: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(home.join("bench"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("days-") && name.ends_with(".results.json")
+        })
+}
+
+fn channels_posed(results: &Path) -> u64 {
+    std::fs::read_to_string(results)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["day"]["channels"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_run_killed_during_its_day_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let model = synth(home, "qwen2");
+    assert!(reverie(home, &["model", "use", model.to_str().unwrap()])
+        .status
+        .success());
+    let mut run = command(home)
+        .args([
+            "bench",
+            "days",
+            // The tools' definitions alone fill the tiny model's own 4K.
+            "--ctx",
+            "16384",
+            "--nights",
+            "1",
+            "--tasks",
+            "5",
+            "--per-channel",
+            "1",
+            "--eval",
+            "1",
+            "--families",
+            "arithmetic",
+            "--held-out",
+            "",
+            "--follow-up",
+            "0",
+            "--verify",
+            "0",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed as soon as its first channel of the day is saved.
+    let started = Instant::now();
+    let results = loop {
+        if let Some(f) = results_file(home).filter(|f| channels_posed(f) >= 1) {
+            break f;
+        }
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended before its day"
+        );
+        assert!(started.elapsed() < Duration::from_secs(600), "no day posed");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let posed_before_kill = channels_posed(&results);
+    assert!(posed_before_kill < 5, "killed in the middle of the day");
+
+    let report = json(&reverie(
+        home,
+        &[
+            "bench",
+            "days",
+            "--ctx",
+            "16384",
+            "--resume",
+            results.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    let nights = report["nights"].as_array().unwrap();
+    assert_eq!(nights.len(), 1, "{report}");
+    // Every task of the day was posed once: nothing lost, nothing twice.
+    assert_eq!(nights[0]["requests"], 5, "{report}");
+    assert!(report["after"].is_array(), "{report}");
+    assert_eq!(report["plan"]["tasks"], 5);
+    let data = report["data_folder"].as_str().unwrap();
+    let list = json(&reverie(Path::new(data), &["channel", "list", "--json"]));
+    let mut names: Vec<String> = list["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["day1-1", "day1-2", "day1-3", "day1-4", "day1-5"]);
+
+    // A finished run resumed again only reports what it measured.
+    let again = json(&reverie(
+        home,
+        &[
+            "bench",
+            "days",
+            "--ctx",
+            "16384",
+            "--resume",
+            results.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    assert_eq!(again["after"], report["after"]);
+    assert_eq!(again["nights"].as_array().unwrap().len(), 1);
+    // Files that are no run say so.
+    let stray = home.join("stray.json");
+    std::fs::write(&stray, "{\"nights\": []}").unwrap();
+    let out = reverie(
+        home,
+        &["bench", "days", "--resume", stray.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be resumed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -12,7 +12,7 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{result_hint, TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT};
+use crate::guard::{result_hint, TurnGuard, DONE_HINT, FAILED_AGAIN_HINT, REPEAT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -37,8 +37,23 @@ struct CallResult {
     signature: String,
     ok: bool,
     text: String,
+    /// The result's own words when the call changed something (a note
+    /// saved, a file written), for the notice of a stopped turn.
+    done: Option<String>,
     /// Images the result shows the model (multimodal models only).
     images: Vec<ImageRun>,
+}
+
+/// The first line of a changing call's result, as the notice of a stopped
+/// turn repeats it ("saved note 6: Locker code").
+fn done_in_words(result: &str) -> String {
+    const SHOWN: usize = 160;
+    let line = result.lines().next().unwrap_or("").trim();
+    let mut words: String = line.chars().take(SHOWN).collect();
+    if line.chars().count() > SHOWN {
+        words.push_str(" …");
+    }
+    words
 }
 
 /// What a finished turn produced.
@@ -267,6 +282,8 @@ impl<'a> ChannelSession<'a> {
 
         let mut prefix = TokenSpan::default();
         let mut calls_made = 0;
+        // What the turn's calls changed, said again if the turn is stopped.
+        let mut turn_done: Vec<String> = Vec::new();
         let mut sampled = 0;
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
@@ -302,9 +319,11 @@ impl<'a> ChannelSession<'a> {
                 mut text,
                 ok,
                 signature,
+                done,
                 images,
             } in results
             {
+                turn_done.extend(done);
                 if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
@@ -333,7 +352,7 @@ impl<'a> ChannelSession<'a> {
                 .as_ref()
                 .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
             let then = if wrap_up.is_some() {
-                crate::wrap_up::answer_now(text)
+                crate::wrap_up::answer_now(text, &turn_done)
             } else {
                 "Ask to continue if there is more to do.".to_string()
             };
@@ -446,6 +465,7 @@ impl<'a> ChannelSession<'a> {
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
             let mut images = Vec::new();
+            let mut done = None;
             let (name, arguments) = match &call {
                 ParsedCall::Call { name, arguments } => (name.clone(), arguments.to_string()),
                 ParsedCall::Malformed { raw, .. } => ("(unreadable)".to_string(), raw.clone()),
@@ -522,7 +542,11 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                match result_hint(&name, &arguments) {
+                                let hint = result_hint(&name, &arguments);
+                                if hint == Some(DONE_HINT) {
+                                    done = Some(done_in_words(&text));
+                                }
+                                match hint {
                                     Some(hint) => (true, format!("{text}\n\n{hint}")),
                                     None => (true, text),
                                 }
@@ -552,6 +576,7 @@ impl<'a> ChannelSession<'a> {
                 signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
                 ok,
                 text,
+                done,
                 images,
             });
         }

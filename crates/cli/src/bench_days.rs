@@ -446,7 +446,11 @@ fn measure(
     };
     let mut scores = Vec::new();
     let mut outcomes = Vec::new();
+    // Each measured task starts with no notes: a note an earlier task saved
+    // (the same "room of Friday's meeting" with another code) made a recall
+    // depend on the tasks before it.
     for &f in families {
+        let mut forgotten = Ok(());
         let tasks = day_tasks(&[f], plan.eval, EVAL_SEED, plan.level);
         let posed = simulate_day(
             &engine,
@@ -456,8 +460,13 @@ fn measure(
             Channels::new(&format!("eval-{}", f.as_str()), 1),
             &opts,
             &CancelFlag::default(),
-            &mut |_| {},
+            &mut |_| {
+                if forgotten.is_ok() {
+                    forgotten = forget_notes(&store);
+                }
+            },
         )?;
+        forgotten?;
         let results = task_outcomes(&posed);
         let passed = results.iter().filter(|r| r.2).count();
         eprintln!("  {} {passed}/{}", f.as_str(), results.len());
@@ -601,6 +610,14 @@ impl Progress {
     }
 }
 
+/// Deletes every note in `store`.
+fn forget_notes(store: &Store) -> anyhow::Result<()> {
+    for note in store.every_note()? {
+        store.delete_note(note.id)?;
+    }
+    Ok(())
+}
+
 /// Writes `value` to `path` whole or not at all.
 fn save(path: &Path, value: &serde_json::Value) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
@@ -662,6 +679,18 @@ fn describe_scores(scores: &[FamilyScore]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_measured_task_starts_with_no_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path().to_path_buf())).unwrap();
+        store
+            .add_note("Friday", "the room is thunder-3122")
+            .unwrap();
+        store.add_note("Locker", "velvet-7716").unwrap();
+        forget_notes(&store).unwrap();
+        assert!(store.every_note().unwrap().is_empty());
+    }
 
     #[test]
     fn a_saved_measurement_is_reused_only_for_the_same_tasks() {

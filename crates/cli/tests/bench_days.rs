@@ -83,18 +83,21 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
     let posed_before_kill = channels_posed(&results);
     assert!(posed_before_kill < 5, "killed in the middle of the day");
 
-    let report = json(&reverie(
-        home,
-        &[
-            "bench",
-            "days",
-            "--ctx",
-            "16384",
-            "--resume",
-            results.to_str().unwrap(),
-            "--json",
-        ],
-    ));
+    let resume = || {
+        json(&reverie(
+            home,
+            &[
+                "bench",
+                "days",
+                "--ctx",
+                "16384",
+                "--resume",
+                results.to_str().unwrap(),
+                "--json",
+            ],
+        ))
+    };
+    let report = resume();
     let nights = report["nights"].as_array().unwrap();
     assert_eq!(nights.len(), 1, "{report}");
     // Every task of the day was posed once: nothing lost, nothing twice.
@@ -113,18 +116,7 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
     assert_eq!(names, ["day1-1", "day1-2", "day1-3", "day1-4", "day1-5"]);
 
     // A finished run resumed again only reports what it measured.
-    let again = json(&reverie(
-        home,
-        &[
-            "bench",
-            "days",
-            "--ctx",
-            "16384",
-            "--resume",
-            results.to_str().unwrap(),
-            "--json",
-        ],
-    ));
+    let again = resume();
     assert_eq!(again["after"], report["after"]);
     assert_eq!(again["nights"].as_array().unwrap().len(), 1);
     // Files that are no run say so.

@@ -41,7 +41,7 @@ const LOCATING_TOOLS: &[&str] = &["list_dir", "glob"];
 pub(crate) const DONE_HINT: &str = "That is done. Tell the user, in words, what you did.";
 
 /// Tools, and the actions of a tool, that change something.
-fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
+pub(crate) fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
     let action = arguments["action"].as_str().unwrap_or("");
     match tool {
         "write_file" | "edit_file" | "make_dir" | "delete_path" | "undo" | "redo" | "send_file" => {
@@ -50,6 +50,22 @@ fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
         "notes" => matches!(action, "create" | "delete"),
         "recipe" => action == "save",
         _ => false,
+    }
+}
+
+/// What makes two calls of a turn the same for [`TurnGuard::record`]. A
+/// reading call that succeeded (`read_ok`) and returned what an earlier
+/// call of the same tool returned gave the model nothing new, whatever its
+/// arguments: the default model, having saved a note, listed the notes
+/// again and again, changing each time a title the listing ignores, and
+/// the turn ran to its call limit. A call that changed something or failed
+/// is the same only with the same arguments (two writes can report the
+/// same size).
+pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str) -> String {
+    if read_ok {
+        format!("{tool}\u{0}{result}")
+    } else {
+        format!("{tool}\u{0}{arguments}\u{0}{result}")
     }
 }
 
@@ -175,6 +191,28 @@ impl TurnGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reading_call_with_an_earlier_result_repeats_it_whatever_its_arguments() {
+        let mut g = TurnGuard::new(2);
+        let listing = "1: Friday (written today)";
+        let first = signature("notes", r#"{"action":"list"}"#, true, listing);
+        let again = signature("notes", r#"{"action":"list","title":"x"}"#, true, listing);
+        assert_eq!(g.record(&first, true), None);
+        assert_eq!(g.record(&again, true), Some(REPEAT_HINT));
+        // Writes and failures differ by their arguments.
+        let write = |content: &str| {
+            signature(
+                "write_file",
+                &format!(r#"{{"content":"{content}"}}"#),
+                false,
+                "overwrote a.txt (1 lines, 2 bytes)",
+            )
+        };
+        assert_eq!(g.record(&write("ab"), true), None);
+        assert_eq!(g.record(&write("cd"), true), None);
+        assert_eq!(g.record(&write("cd"), true), Some(REPEAT_HINT));
+    }
 
     #[test]
     fn a_call_that_changed_something_is_told_to_say_what_it_did() {

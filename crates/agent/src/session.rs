@@ -466,6 +466,12 @@ impl<'a> ChannelSession<'a> {
             let call_id = format!("call_{}", i + 1);
             let mut images = Vec::new();
             let mut done = None;
+            // Whether the call reads (its arguments do not make it another
+            // call when its result is the same, see `guard::signature`).
+            let reads = match &call {
+                ParsedCall::Call { name, arguments } => !crate::guard::changes(name, arguments),
+                _ => false,
+            };
             let (name, arguments) = match &call {
                 ParsedCall::Call { name, arguments } => (name.clone(), arguments.to_string()),
                 ParsedCall::Malformed { raw, .. } => ("(unreadable)".to_string(), raw.clone()),
@@ -573,7 +579,7 @@ impl<'a> ChannelSession<'a> {
             results.push(CallResult {
                 call_id,
                 name: name.clone(),
-                signature: format!("{name}\u{0}{arguments}\u{0}{text}"),
+                signature: crate::guard::signature(&name, &arguments, reads && ok, &text),
                 ok,
                 text,
                 done,

@@ -85,8 +85,8 @@ struct Plan {
     )]
     families: Vec<String>,
     /// Families only measured, never posed in a day (notes: a desk family
-    /// that needs its own tool; the default model passed 0 of 10 at level
-    /// 2 when the offer left that tool out).
+    /// that needs its own tool; at level 2 the default model passed 0 of
+    /// 10 when the offer left that tool out, 5 of 10 once it was offered).
     #[arg(long, value_delimiter = ',', default_value = "notes,units")]
     held_out: Vec<String>,
     /// Share of replies the person rates 👍/👎 (from the hidden check).

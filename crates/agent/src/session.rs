@@ -12,7 +12,7 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{result_hint, TurnGuard, DONE_HINT, FAILED_AGAIN_HINT, REPEAT_HINT};
+use crate::guard::{result_hint, TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -37,23 +37,8 @@ struct CallResult {
     signature: String,
     ok: bool,
     text: String,
-    /// The result's own words when the call changed something (a note
-    /// saved, a file written), for the notice of a stopped turn.
-    done: Option<String>,
     /// Images the result shows the model (multimodal models only).
     images: Vec<ImageRun>,
-}
-
-/// The first line of a changing call's result, as the notice of a stopped
-/// turn repeats it ("saved note 6: Locker code").
-fn done_in_words(result: &str) -> String {
-    const SHOWN: usize = 160;
-    let line = result.lines().next().unwrap_or("").trim();
-    let mut words: String = line.chars().take(SHOWN).collect();
-    if line.chars().count() > SHOWN {
-        words.push_str(" …");
-    }
-    words
 }
 
 /// What a finished turn produced.
@@ -282,8 +267,6 @@ impl<'a> ChannelSession<'a> {
 
         let mut prefix = TokenSpan::default();
         let mut calls_made = 0;
-        // What the turn's calls changed, said again if the turn is stopped.
-        let mut turn_done: Vec<String> = Vec::new();
         let mut sampled = 0;
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
@@ -319,11 +302,9 @@ impl<'a> ChannelSession<'a> {
                 mut text,
                 ok,
                 signature,
-                done,
                 images,
             } in results
             {
-                turn_done.extend(done);
                 if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
@@ -352,7 +333,7 @@ impl<'a> ChannelSession<'a> {
                 .as_ref()
                 .map_or((0, None), |t| (t.max_calls, t.wrap_up.clone()));
             let then = if wrap_up.is_some() {
-                crate::wrap_up::answer_now(text, &turn_done)
+                crate::wrap_up::answer_now(text)
             } else {
                 "Ask to continue if there is more to do.".to_string()
             };
@@ -465,7 +446,6 @@ impl<'a> ChannelSession<'a> {
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
             let mut images = Vec::new();
-            let mut done = None;
             // Whether the call reads (its arguments do not make it another
             // call when its result is the same, see `guard::signature`).
             let reads = match &call {
@@ -548,11 +528,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                let hint = result_hint(&name, &arguments);
-                                if hint == Some(DONE_HINT) {
-                                    done = Some(done_in_words(&text));
-                                }
-                                match hint {
+                                match result_hint(&name, &arguments) {
                                     Some(hint) => (true, format!("{text}\n\n{hint}")),
                                     None => (true, text),
                                 }
@@ -582,7 +558,6 @@ impl<'a> ChannelSession<'a> {
                 signature: crate::guard::signature(&name, &arguments, reads && ok, &text),
                 ok,
                 text,
-                done,
                 images,
             });
         }

@@ -32,23 +32,15 @@ const OPENING_WORDS: usize = "This turn".len();
 /// What the notice of a stopped turn adds when an answer follows.
 pub const ANSWER_NOW: &str = "Answer now with what you have, without tools.";
 
-/// [`ANSWER_NOW`] with what the turn's calls changed (`done`, each call's
-/// result in its own words) and the person's message it answers quoted
-/// last, so that the last thing the model reads is the request, not the
-/// notice. Without the list, the default model, stopped after saving a
-/// note and listing the notes again and again, answered "Mark the answer."
-pub fn answer_now(request: &str, done: &[String]) -> String {
+/// [`ANSWER_NOW`] with the person's message it answers quoted after it, so
+/// that the last thing the model reads is the request, not the notice.
+pub fn answer_now(request: &str) -> String {
     const SHOWN: usize = 400;
     let mut quoted: String = request.trim().chars().take(SHOWN).collect();
     if request.trim().chars().count() > SHOWN {
         quoted.push_str(" …");
     }
-    let did = if done.is_empty() {
-        String::new()
-    } else {
-        format!(" Done in this turn: {}.", done.join("; "))
-    };
-    format!("{ANSWER_NOW}{did} The user's message was:\n\n{quoted}")
+    format!("{ANSWER_NOW} The user's message was:\n\n{quoted}")
 }
 
 /// The default constraint of the last reply.
@@ -86,26 +78,11 @@ mod tests {
             "{g}"
         );
         let long = "x".repeat(500);
-        let said = answer_now(&long, &[]);
+        let said = answer_now(&long);
         assert!(said.starts_with(ANSWER_NOW) && said.ends_with(" …"));
         assert_eq!(
-            answer_now(" 17 × 3? ", &[]).rsplit("\n\n").next(),
+            answer_now(" 17 × 3? ").rsplit("\n\n").next(),
             Some("17 × 3?")
         );
-    }
-
-    #[test]
-    fn the_notice_says_what_the_turn_changed_before_the_request() {
-        let done = [
-            "saved note 6: Locker code".to_string(),
-            "wrote a.txt".to_string(),
-        ];
-        let said = answer_now("save my locker code", &done);
-        assert!(
-            said.contains("Done in this turn: saved note 6: Locker code; wrote a.txt."),
-            "{said}"
-        );
-        assert!(said.ends_with("\n\nsave my locker code"), "{said}");
-        assert!(!answer_now("hi", &[]).contains("Done in this turn"));
     }
 }

@@ -69,10 +69,10 @@ pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str
     }
 }
 
-/// The hint a successful result of `tool` called with `arguments` ends
-/// with, if any.
-pub(crate) fn result_hint(tool: &str, arguments: &serde_json::Value) -> Option<&'static str> {
-    if changes(tool, arguments) {
+/// The hint a successful result of `tool` ends with, if any; `changed`:
+/// whether the call changed something ([`changes`]).
+pub(crate) fn result_hint(tool: &str, changed: bool) -> Option<&'static str> {
+    if changed {
         Some(DONE_HINT)
     } else {
         (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
@@ -217,20 +217,16 @@ mod tests {
     #[test]
     fn a_call_that_changed_something_is_told_to_say_what_it_did() {
         let args = |a: &str| serde_json::json!({ "action": a });
-        assert_eq!(result_hint("notes", &args("create")), Some(DONE_HINT));
-        assert_eq!(
-            result_hint("write_file", &serde_json::json!({})),
-            Some(DONE_HINT)
-        );
-        assert_eq!(result_hint("recipe", &args("save")), Some(DONE_HINT));
+        let hint =
+            |tool: &str, arguments: serde_json::Value| result_hint(tool, changes(tool, &arguments));
+        assert_eq!(hint("notes", args("create")), Some(DONE_HINT));
+        assert_eq!(hint("write_file", serde_json::json!({})), Some(DONE_HINT));
+        assert_eq!(hint("recipe", args("save")), Some(DONE_HINT));
         // Reading calls may hold the answer; locating ones never do.
-        assert_eq!(result_hint("notes", &args("search")), Some(RESULT_HINT));
-        assert_eq!(result_hint("notes", &args("list")), Some(RESULT_HINT));
-        assert_eq!(
-            result_hint("calculator", &serde_json::json!({})),
-            Some(RESULT_HINT)
-        );
-        assert_eq!(result_hint("glob", &serde_json::json!({})), None);
+        assert_eq!(hint("notes", args("search")), Some(RESULT_HINT));
+        assert_eq!(hint("notes", args("list")), Some(RESULT_HINT));
+        assert_eq!(hint("calculator", serde_json::json!({})), Some(RESULT_HINT));
+        assert_eq!(hint("glob", serde_json::json!({})), None);
     }
 
     #[test]

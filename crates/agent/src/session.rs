@@ -446,10 +446,10 @@ impl<'a> ChannelSession<'a> {
         for (i, call) in calls.into_iter().enumerate() {
             let call_id = format!("call_{}", i + 1);
             let mut images = Vec::new();
-            // Whether the call reads (its arguments do not make it another
-            // call when its result is the same, see `guard::signature`).
-            let reads = match &call {
-                ParsedCall::Call { name, arguments } => !crate::guard::changes(name, arguments),
+            // Whether the call changes something: its hint, and whether its
+            // arguments make it another call (see `guard::signature`).
+            let changing = match &call {
+                ParsedCall::Call { name, arguments } => crate::guard::changes(name, arguments),
                 _ => false,
             };
             let (name, arguments) = match &call {
@@ -528,7 +528,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                match result_hint(&name, &arguments) {
+                                match result_hint(&name, changing) {
                                     Some(hint) => (true, format!("{text}\n\n{hint}")),
                                     None => (true, text),
                                 }
@@ -555,7 +555,7 @@ impl<'a> ChannelSession<'a> {
             results.push(CallResult {
                 call_id,
                 name: name.clone(),
-                signature: crate::guard::signature(&name, &arguments, reads && ok, &text),
+                signature: crate::guard::signature(&name, &arguments, !changing && ok, &text),
                 ok,
                 text,
                 images,

@@ -115,6 +115,9 @@ struct Progress {
     data_folder: PathBuf,
     model: PathBuf,
     before_measured: Measured,
+    /// The results file the first measurement was taken from (`--before`).
+    #[serde(default)]
+    before_from: Option<PathBuf>,
     /// Each finished night's figures.
     #[serde(default)]
     nights: Vec<serde_json::Value>,
@@ -216,6 +219,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
                 data_folder: bench.root().to_path_buf(),
                 model: base,
                 before_measured,
+                before_from: a.before.clone(),
                 nights: Vec::new(),
                 day: None,
                 after_measured: None,
@@ -236,26 +240,19 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     };
     for night in progress.nights.len() + 1..=plan.nights {
         let model = reverie_models::active::resolve(&bench, None)?;
-        let started = Instant::now();
-        let day = match progress.day.take() {
-            Some(d) if d.night == night => d,
-            _ => DayProgress {
+        if !progress.day.as_ref().is_some_and(|d| d.night == night) {
+            progress.day = Some(DayProgress {
                 night,
                 channels: 0,
                 posed: Vec::new(),
                 complete: false,
                 seconds: 0.0,
-            },
-        };
-        progress.day = Some(day);
-        if !progress.day.as_ref().is_some_and(|d| d.complete) {
-            pose_day(&a.engine, &plan, &trained, &bench, &results, &mut progress)?;
+            });
         }
-        let Some(day) = progress.day.as_ref() else {
-            anyhow::bail!("day {night} was not posed");
-        };
-        let posed = day.posed.clone();
-        let day_seconds = day.seconds;
+        let (posed, day_seconds) =
+            pose_day(&a.engine, &plan, &trained, &bench, &results, &mut progress)?;
+        // The night's own time; the day's is counted across stops.
+        let started = Instant::now();
         let out = crate::bench::sleep(&bench, &model, &night_cfg)?;
         let truth: Vec<bool> = posed.iter().map(|p| p.passed).collect();
         // Each reply's number of one kind (the judge's grade, the reward
@@ -318,7 +315,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     // measurement came from a file: then this model is compared with it.
     let after = match progress.after_measured.clone() {
         Some(m) => Some(m),
-        None if plan.nights == 0 && a.before.is_none() => None,
+        None if plan.nights == 0 && progress.before_from.is_none() => None,
         None => {
             say("measuring the model after the nights".into());
             let m = measure(
@@ -495,9 +492,10 @@ fn measure(
     })
 }
 
-/// Poses the day in `progress.day` from its first unfinished channel,
-/// saving the progress after each channel. A channel the stop cut short is
-/// deleted first, so the night never sees half of one.
+/// Poses the day in `progress.day` from its first unfinished channel (none
+/// when it is complete), saving the progress after each channel; returns
+/// the day's requests and seconds. A channel the stop cut short is deleted
+/// first, so the night never sees half of one.
 fn pose_day(
     engine: &EngineArgs,
     plan: &Plan,
@@ -505,10 +503,13 @@ fn pose_day(
     bench: &Home,
     results: &Path,
     progress: &mut Progress,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(Vec<Posed>, f64)> {
     let Some(day) = progress.day.as_ref() else {
-        return Ok(());
+        anyhow::bail!("no day to pose");
     };
+    if day.complete {
+        return Ok((day.posed.clone(), day.seconds));
+    }
     let (night, done, seconds_before) = (day.night, day.channels, day.seconds);
     let prefix = format!("day{night}");
     let channels = Channels {
@@ -581,10 +582,13 @@ fn pose_day(
         },
     )?;
     saved?;
-    if let Some(day) = progress.day.as_mut() {
-        day.complete = true;
-    }
-    progress.save(results)
+    let Some(day) = progress.day.as_mut() else {
+        anyhow::bail!("no day to pose");
+    };
+    day.complete = true;
+    let posed = (day.posed.clone(), day.seconds);
+    progress.save(results)?;
+    Ok(posed)
 }
 
 impl Progress {

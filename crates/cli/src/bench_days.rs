@@ -240,7 +240,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     };
     for night in progress.nights.len() + 1..=plan.nights {
         let model = reverie_models::active::resolve(&bench, None)?;
-        if !progress.day.as_ref().is_some_and(|d| d.night == night) {
+        if progress.day.as_ref().is_none_or(|d| d.night != night) {
             progress.day = Some(DayProgress {
                 night,
                 channels: 0,

@@ -160,6 +160,27 @@ struct Measured {
     eval: usize,
 }
 
+impl Measured {
+    /// Nothing measured yet.
+    fn empty(plan: &Plan) -> Measured {
+        Measured {
+            scores: Vec::new(),
+            outcomes: Vec::new(),
+            seconds: 0.0,
+            level: plan.level,
+            eval: plan.eval,
+        }
+    }
+
+    /// Whether every one of `families` is measured (a stopped run's
+    /// measurement may hold only the first few).
+    fn covers(&self, families: &[DayFamily]) -> bool {
+        families
+            .iter()
+            .all(|f| self.scores.iter().any(|s| s.family == *f))
+    }
+}
+
 pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     let say = |s: String| eprintln!("{s}");
     let resumed = a.resume.as_deref().map(Progress::read).transpose()?;
@@ -206,19 +227,11 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
                 .transpose()?;
             let bench = crate::bench::fresh_home(home, "days", a.engine.model.as_deref())?;
             share_embedder(home, &bench)?;
-            let base = reverie_models::active::resolve(&bench, None)?;
-            let before_measured = match given_before {
-                Some(m) => m,
-                None => {
-                    say(format!("measuring {} on fresh tasks", base.display()));
-                    measure(home, &a.engine, &plan, &base, &every, &held_out, "before")?
-                }
-            };
             Progress {
                 plan: plan.clone(),
                 data_folder: bench.root().to_path_buf(),
-                model: base,
-                before_measured,
+                model: reverie_models::active::resolve(&bench, None)?,
+                before_measured: given_before.unwrap_or_else(|| Measured::empty(&plan)),
                 before_from: a.before.clone(),
                 nights: Vec::new(),
                 day: None,
@@ -228,9 +241,30 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     };
     let bench = Home::new(progress.data_folder.clone());
     let results = bench.root().with_extension("results.json");
+    progress.save(&results)?;
+    if !progress.before_measured.covers(&every) {
+        say(format!(
+            "measuring {} on fresh tasks",
+            progress.model.display()
+        ));
+        let m = measure(
+            home,
+            &a.engine,
+            &plan,
+            &progress.model.clone(),
+            &every,
+            &held_out,
+            "before",
+            progress.before_measured.clone(),
+            &mut |m| {
+                progress.before_measured = m.clone();
+                progress.save(&results)
+            },
+        )?;
+        progress.before_measured = m;
+    }
     let before = progress.before_measured.clone();
     say(format!("before: {}", describe_scores(&before.scores)));
-    progress.save(&results)?;
 
     let defaults = NightConfig::default();
     let night_cfg = NightConfig {
@@ -314,9 +348,9 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     // With no nights there is nothing to measure again, unless the first
     // measurement came from a file: then this model is compared with it.
     let after = match progress.after_measured.clone() {
-        Some(m) => Some(m),
+        Some(m) if m.covers(&every) => Some(m),
         None if plan.nights == 0 && progress.before_from.is_none() => None,
-        None => {
+        so_far => {
             say("measuring the model after the nights".into());
             let m = measure(
                 home,
@@ -326,6 +360,11 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
                 &every,
                 &held_out,
                 "after",
+                so_far.unwrap_or_else(|| Measured::empty(&plan)),
+                &mut |m| {
+                    progress.after_measured = Some(m.clone());
+                    progress.save(&results)
+                },
             )?;
             progress.after_measured = Some(m.clone());
             Some(m)
@@ -416,7 +455,9 @@ fn day_success(posed: &[Posed]) -> f64 {
 
 /// `model` on `plan.eval` fresh tasks of each family, one task to a
 /// channel, greedy, without follow-ups or ratings, in a data folder of its
-/// own.
+/// own. Goes on from `so_far` (the families a stopped run measured) and
+/// hands the measurement to `saved` after each family.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     home: &Home,
     engine: &EngineArgs,
@@ -425,8 +466,13 @@ fn measure(
     families: &[DayFamily],
     held_out: &[DayFamily],
     when: &str,
+    so_far: Measured,
+    saved: &mut dyn FnMut(&Measured) -> anyhow::Result<()>,
 ) -> anyhow::Result<Measured> {
     let started = Instant::now();
+    let mut m = so_far;
+    let done: Vec<DayFamily> = m.scores.iter().map(|s| s.family).collect();
+    let seconds_before = m.seconds;
     let scratch = crate::bench::fresh_home(home, &format!("days-eval-{when}"), Some(model))?;
     share_embedder(home, &scratch)?;
     let store = Arc::new(Store::open(&scratch)?);
@@ -441,12 +487,10 @@ fn measure(
         feedback: 0.0,
         seed: EVAL_SEED,
     };
-    let mut scores = Vec::new();
-    let mut outcomes = Vec::new();
     // Each measured task starts with no notes: a note an earlier task saved
     // (the same "room of Friday's meeting" with another code) made a recall
     // depend on the tasks before it.
-    for &f in families {
+    for &f in families.iter().filter(|f| !done.contains(f)) {
         let mut forgotten = Ok(());
         let tasks = day_tasks(&[f], plan.eval, EVAL_SEED, plan.level);
         let posed = simulate_day(
@@ -467,13 +511,13 @@ fn measure(
         let results = task_outcomes(&posed);
         let passed = results.iter().filter(|r| r.2).count();
         eprintln!("  {} {passed}/{}", f.as_str(), results.len());
-        scores.push(FamilyScore {
+        m.scores.push(FamilyScore {
             family: f,
             held_out: held_out.contains(&f),
             tasks: results.len(),
             passed,
         });
-        outcomes.extend(results.into_iter().map(|(t, f, passed)| {
+        m.outcomes.extend(results.into_iter().map(|(t, f, passed)| {
             (
                 f,
                 Outcome {
@@ -482,14 +526,10 @@ fn measure(
                 },
             )
         }));
+        m.seconds = seconds_before + started.elapsed().as_secs_f64();
+        saved(&m)?;
     }
-    Ok(Measured {
-        scores,
-        outcomes,
-        seconds: started.elapsed().as_secs_f64(),
-        level: plan.level,
-        eval: plan.eval,
-    })
+    Ok(m)
 }
 
 /// Poses the day in `progress.day` from its first unfinished channel (none

@@ -75,6 +75,7 @@ pub fn train_step(
         reward: None,
         group: None,
         token_advantages: vec![],
+        earlier: vec![],
     };
     let mut t = Trainer::new(&m, vec![seq], cfg)?;
     for _ in 0..warmup {

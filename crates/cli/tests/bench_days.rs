@@ -1,6 +1,7 @@
 //! `reverie bench days` killed in the middle of its day goes on with
 //! `--resume`: the channels it finished are kept, the one it was posing is
-//! posed again, and the night and the measurement after it follow.
+//! posed again, and the night and the measurement after it follow. Killed
+//! during a measurement, it measures only the families left.
 
 mod util;
 
@@ -28,14 +29,105 @@ fn channels_posed(results: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_run_killed_during_its_day_resumes_where_it_stopped() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path();
+fn families_measured(results: &Path) -> usize {
+    std::fs::read_to_string(results)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["before_measured"]["scores"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+/// Waits until `ready` holds for the run's results file, then kills the run.
+fn kill_when(run: &mut std::process::Child, home: &Path, ready: fn(&Path) -> bool) -> PathBuf {
+    let started = Instant::now();
+    let results = loop {
+        if let Some(f) = results_file(home).filter(|f| ready(f)) {
+            break f;
+        }
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended before it could be stopped"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the run stalled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.kill().unwrap();
+    run.wait().unwrap();
+    results
+}
+
+fn use_tiny_model(home: &Path) {
     let model = synth(home, "qwen2");
     assert!(reverie(home, &["model", "use", model.to_str().unwrap()])
         .status
         .success());
+}
+
+#[test]
+fn a_run_killed_during_its_first_measurement_measures_only_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    use_tiny_model(home);
+    let mut run = command(home)
+        .args([
+            "bench",
+            "days",
+            "--ctx",
+            "16384",
+            "--nights",
+            "1",
+            "--tasks",
+            "1",
+            "--eval",
+            "1",
+            "--families",
+            "arithmetic",
+            "--held-out",
+            "strings",
+            "--verify",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let results = kill_when(&mut run, home, |f| families_measured(f) == 1);
+    let out = reverie(
+        home,
+        &[
+            "bench",
+            "days",
+            "--ctx",
+            "16384",
+            "--resume",
+            results.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    let report = json(&out);
+    let before: Vec<&str> = report["before"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["family"].as_str().unwrap())
+        .collect();
+    assert_eq!(before, ["arithmetic", "strings"], "{report}");
+    // The first measurement went on with strings alone; the one after the
+    // night measured both.
+    assert_eq!(log.matches("  arithmetic ").count(), 1, "{log}");
+    assert_eq!(log.matches("  strings ").count(), 2, "{log}");
+    assert!(report["after"].is_array(), "{report}");
+}
+
+#[test]
+fn a_run_killed_during_its_day_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    use_tiny_model(home);
     let mut run = command(home)
         .args([
             "bench",
@@ -66,20 +158,7 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
         .spawn()
         .unwrap();
     // Killed as soon as its first channel of the day is saved.
-    let started = Instant::now();
-    let results = loop {
-        if let Some(f) = results_file(home).filter(|f| channels_posed(f) >= 1) {
-            break f;
-        }
-        assert!(
-            run.try_wait().unwrap().is_none(),
-            "the run ended before its day"
-        );
-        assert!(started.elapsed() < Duration::from_secs(600), "no day posed");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    run.kill().unwrap();
-    run.wait().unwrap();
+    let results = kill_when(&mut run, home, |f| channels_posed(f) >= 1);
     let posed_before_kill = channels_posed(&results);
     assert!(posed_before_kill < 5, "killed in the middle of the day");
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use reverie_core::{ChannelId, Message, MessageId, MessageRole, TokenRole, TokenSpan};
 use reverie_store::Store;
-use reverie_train::data::Sequence;
+use reverie_train::data::{Segment, Sequence};
 
 use crate::config::NightConfig;
 use crate::error::NightError;
@@ -37,6 +37,8 @@ pub fn sequences(
     let mut out = Vec::new();
     // Value answer tokens → (its sequence in `out`, sum and count of accuracies).
     let mut answers: HashMap<&[i32], (usize, f32, f32)> = HashMap::new();
+    // Each channel's sub-task sequences, (channel, index in `out`), in order.
+    let mut of_channels: Vec<(i64, usize)> = Vec::new();
     for ((task, pred), adv) in tasks.iter().zip(preds).zip(advs) {
         let Some(adv) = adv else { continue };
         let mut msgs = store.messages(ChannelId(task.channel))?;
@@ -102,6 +104,9 @@ pub fn sequences(
                 "a sub-task that shows the model an image is not trained on"
             );
         } else if span.len() >= 2 && span.count(TokenRole::Action) > 0 {
+            if task.taken_back.is_empty() {
+                of_channels.push((task.channel, out.len()));
+            }
             out.push(Sequence {
                 ids: span.ids,
                 roles: span.roles,
@@ -109,6 +114,7 @@ pub fn sequences(
                 reward: None,
                 group: None,
                 token_advantages: marks,
+                earlier: vec![],
             });
         }
         if let Some(p) = pred.as_ref().filter(|p| p.tokens.len() >= 2) {
@@ -121,6 +127,7 @@ pub fn sequences(
                     reward: None,
                     group: Some("value-model".into()),
                     token_advantages: vec![],
+                    earlier: vec![],
                 });
                 (out.len() - 1, 0.0, 0.0)
             });
@@ -129,7 +136,45 @@ pub fn sequences(
             out[*at].reward = Some(*sum / *n);
         }
     }
-    Ok(out)
+    Ok(fold_channels(out, &of_channels))
+}
+
+/// Folds each sub-task's sequence into the next one of its channel when
+/// that one begins with all of its tokens (the usual case: the next
+/// sub-task's context is this one), as an earlier sub-task with its own
+/// actions and advantage. The log-probs and the policy loss are those of
+/// the separate sequences; the shared context is computed once instead of
+/// once per later sub-task (a channel of three requests on the default
+/// `sub_tasks` lists (channel, index in
+/// `seqs`) in the channel's order.
+fn fold_channels(seqs: Vec<Sequence>, sub_tasks: &[(i64, usize)]) -> Vec<Sequence> {
+    let mut seqs: Vec<Option<Sequence>> = seqs.into_iter().map(Some).collect();
+    for pair in sub_tasks.windows(2) {
+        let [(channel, a), (next_channel, b)] = [pair[0], pair[1]];
+        let fits = |s: &Option<Sequence>, t: &Option<Sequence>| match (s, t) {
+            (Some(s), Some(t)) => t.ids.len() > s.ids.len() && t.ids.starts_with(&s.ids),
+            _ => false,
+        };
+        if channel != next_channel || !fits(&seqs[a], &seqs[b]) {
+            continue;
+        }
+        let (Some(earlier), Some(later)) = (seqs[a].take(), seqs[b].as_mut()) else {
+            continue;
+        };
+        let end = earlier.ids.len();
+        // The later sequence saw the earlier actions as context.
+        later.roles[..end].copy_from_slice(&earlier.roles);
+        let mut marks = earlier.token_advantages;
+        marks.append(&mut later.token_advantages);
+        marks.sort_by_key(|m| m.0);
+        later.token_advantages = marks;
+        later.earlier = earlier.earlier;
+        later.earlier.push(Segment {
+            end,
+            advantage: earlier.advantage,
+        });
+    }
+    seqs.into_iter().flatten().collect()
 }
 
 /// `span` (with its per-token `marks`) cut to at most `max` tokens: the
@@ -332,6 +377,81 @@ mod tests {
         // message that showed it.
         assert_eq!(seqs.len(), 1, "{seqs:?}");
         assert_eq!(seqs[0].ids, vec![2, 3, 4, 8, 9, 10, 11]);
+    }
+
+    #[test]
+    fn a_channels_sub_tasks_train_as_one_sequence_unless_one_was_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path())).unwrap();
+        let ch = store.create_channel("c").unwrap();
+        let msgs = [
+            (MessageRole::User, vec![1, 2], TokenRole::User),
+            (MessageRole::Assistant, vec![3, 4], TokenRole::Action),
+            (MessageRole::User, vec![5], TokenRole::User),
+            (MessageRole::Assistant, vec![6, 7], TokenRole::Action),
+        ];
+        for (role, ids, r) in &msgs {
+            store
+                .append_message(ch, *role, "m", &span(ids, *r))
+                .unwrap();
+        }
+        let other = store.create_channel("other").unwrap();
+        store
+            .append_message(
+                other,
+                MessageRole::User,
+                "m",
+                &span(&[1, 2], TokenRole::User),
+            )
+            .unwrap();
+        store
+            .append_message(
+                other,
+                MessageRole::Assistant,
+                "m",
+                &span(&[3, 4, 9], TokenRole::Action),
+            )
+            .unwrap();
+        let tasks = [
+            judged(ch.0, 0, 1),
+            judged(ch.0, 2, 3),
+            judged(other.0, 0, 1),
+        ];
+        let advs = [Some(0.5), Some(-0.5), Some(0.25)];
+        let seqs = sequences(
+            &store,
+            &tasks,
+            &[None, None, None],
+            &advs,
+            &NightConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(seqs.len(), 2, "{seqs:?}");
+        let one = &seqs[0];
+        assert_eq!(one.ids, vec![1, 2, 3, 4, 5, 6, 7]);
+        use TokenRole::{Action, User};
+        assert_eq!(
+            one.roles,
+            vec![User, User, Action, Action, User, Action, Action],
+            "the first sub-task's actions are actions again"
+        );
+        assert_eq!(
+            one.segments(),
+            vec![(0..4, 0.5), (4..7, -0.5)],
+            "each sub-task keeps its own advantage"
+        );
+        // Another channel that begins with the same tokens stays apart.
+        assert_eq!(seqs[1].ids, vec![1, 2, 3, 4, 9]);
+        assert!(seqs[1].earlier.is_empty());
+
+        // A later sub-task cut to fit no longer holds the earlier one whole.
+        let short = NightConfig {
+            max_train_tokens: 5,
+            ..NightConfig::default()
+        };
+        let seqs = sequences(&store, &tasks[..2], &[None, None], &advs[..2], &short).unwrap();
+        assert_eq!(seqs.len(), 2, "{seqs:?}");
+        assert!(seqs.iter().all(|s| s.earlier.is_empty()));
     }
 
     #[test]

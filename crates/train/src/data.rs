@@ -25,6 +25,21 @@ pub struct Sequence {
     /// Extra per-token advantages (e.g. a stray end of turn), by position.
     #[serde(default)]
     pub token_advantages: Vec<(usize, f32)>,
+    /// Earlier sub-tasks the sequence holds, in order: a channel's
+    /// sub-task is the context of the next one, so the later one's tokens
+    /// carry the earlier one's whole and its log-probs are those of a
+    /// sequence of its own (attention is causal). Each owns the actions
+    /// from the previous one's end to its own; `advantage` owns the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<Segment>,
+}
+
+/// An earlier sub-task inside a [`Sequence`]: its actions end before token
+/// `end` and are trained with `advantage`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    pub end: usize,
+    pub advantage: f32,
 }
 
 impl Sequence {
@@ -34,6 +49,7 @@ impl Sequence {
     /// costs a forward and a backward pass for a gradient of zero.
     pub fn carries_signal(&self, cfg: &crate::loss::LossConfig) -> bool {
         self.advantage.abs() > 1e-6
+            || self.earlier.iter().any(|s| s.advantage.abs() > 1e-6)
             || self.reward.is_some()
             || !self.token_advantages.is_empty()
             || self.roles.iter().skip(1).any(|&r| cfg.echoes(r))
@@ -61,7 +77,64 @@ impl Sequence {
         {
             return bad(format!("token advantage at position {p} is past the end"));
         }
+        let mut from = 0;
+        for seg in &self.earlier {
+            if seg.end <= from || seg.end > self.ids.len() {
+                return bad(format!(
+                    "an earlier sub-task ends at token {} (after token {from}, within {} tokens expected)",
+                    seg.end,
+                    self.ids.len()
+                ));
+            }
+            from = seg.end;
+        }
         Ok(())
+    }
+
+    /// The sub-tasks the sequence trains: one, plus its earlier ones.
+    pub fn sub_tasks(&self) -> usize {
+        self.earlier.len() + 1
+    }
+
+    /// Each sub-task's tokens (a range of token indices) and advantage, in
+    /// order.
+    pub fn segments(&self) -> Vec<(std::ops::Range<usize>, f32)> {
+        let mut from = 0;
+        let mut out = Vec::with_capacity(self.sub_tasks());
+        for seg in &self.earlier {
+            out.push((from..seg.end, seg.advantage));
+            from = seg.end;
+        }
+        out.push((from..self.ids.len(), self.advantage));
+        out
+    }
+
+    /// The sequence without its first `from` tokens: marks and earlier
+    /// sub-tasks follow their tokens (a sub-task that lost all its tokens
+    /// is gone).
+    pub fn drop_start(mut self, from: usize) -> Sequence {
+        let from = from.min(self.ids.len());
+        if from == 0 {
+            return self;
+        }
+        self.ids.drain(..from);
+        self.roles.drain(..from);
+        self.token_advantages = self
+            .token_advantages
+            .into_iter()
+            .filter(|(k, _)| *k >= from)
+            .map(|(k, a)| (k - from, a))
+            .collect();
+        self.earlier = self
+            .earlier
+            .into_iter()
+            .filter(|s| s.end > from)
+            .map(|s| Segment {
+                end: s.end - from,
+                ..s
+            })
+            .collect();
+        self
     }
 }
 
@@ -98,6 +171,7 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Sequence>, TrainError> {
                 reward: None,
                 group: None,
                 token_advantages: vec![],
+                earlier: vec![],
             };
             for m in msgs {
                 let t = &m["tokens"];
@@ -187,6 +261,7 @@ mod tests {
             reward: Some(r),
             group: Some("g".into()),
             token_advantages: vec![],
+            earlier: vec![],
         };
         let mut s = vec![mk(1.0), mk(0.0)];
         apply_group_baselines(&mut s, 1.0);
@@ -214,6 +289,7 @@ mod tests {
             reward: None,
             group: None,
             token_advantages: vec![],
+            earlier: vec![],
         };
         assert!(!silent.carries_signal(&cfg));
         let with = |f: &dyn Fn(&mut Sequence)| {
@@ -251,6 +327,7 @@ mod tests {
                 reward: Some(0.5),
                 group: Some("g".into()),
                 token_advantages: vec![(2, -1.0)],
+                earlier: vec![],
             };
             2
         ];

@@ -66,10 +66,20 @@ pub struct LossTerms {
 }
 
 fn mask(seq: &Sequence, role: TokenRole, device: &Device) -> Result<(Tensor, usize)> {
+    mask_within(seq, role, 0..seq.ids.len(), device)
+}
+
+/// The positions predicting the tokens of `role` among `tokens` (token
+/// indices), as a 0/1 mask over the sequence's positions, and their count.
+fn mask_within(
+    seq: &Sequence,
+    role: TokenRole,
+    tokens: std::ops::Range<usize>,
+    device: &Device,
+) -> Result<(Tensor, usize)> {
     // Position j predicts token j+1.
-    let m: Vec<f32> = seq.roles[1..]
-        .iter()
-        .map(|r| if *r == role { 1.0 } else { 0.0 })
+    let m: Vec<f32> = (1..seq.ids.len())
+        .map(|k| f32::from(u8::from(tokens.contains(&k) && seq.roles[k] == role)))
         .collect();
     let n = m.iter().filter(|x| **x > 0.0).count();
     Ok((Tensor::from_vec(m, seq.ids.len() - 1, device)?, n))
@@ -103,17 +113,22 @@ pub fn sequence_loss(
     let device = lp.device();
     let lag_t = Tensor::from_slice(lag, lag.len(), device)?;
     let ratio = (lp - &lag_t)?;
-    let (act, n_act) = mask(seq, TokenRole::Action, device)?;
     let mut total = Tensor::zeros((), candle_core::DType::F32, device)?;
     let mut terms = LossTerms::default();
-    if n_act > 0 {
+    // One squared error per sub-task, over its own actions: a sequence
+    // that holds earlier sub-tasks has the loss of their sequences summed.
+    for (tokens, advantage) in seq.segments() {
+        let (act, n_act) = mask_within(seq, TokenRole::Action, tokens, device)?;
+        if n_act == 0 {
+            continue;
+        }
         let mut delta = (&ratio * &act)?.sum_all()?;
         if cfg.length_normalize {
             delta = (delta / n_act as f64)?;
         }
-        let err = ((delta * cfg.beta2 as f64)? - seq.advantage as f64)?;
+        let err = ((delta * cfg.beta2 as f64)? - advantage as f64)?;
         let oapl = err.sqr()?;
-        terms.oapl = oapl.to_scalar::<f32>()?;
+        terms.oapl += oapl.to_scalar::<f32>()?;
         total = (total + oapl)?;
     }
     // Per-token advantages: the same squared error on single tokens.
@@ -137,7 +152,9 @@ pub fn sequence_loss(
         if n == 0 {
             continue;
         }
-        let ce = ((lp * &m)?.sum_all()? * (-1.0 / n as f64))?;
+        // Weighed once per sub-task, as when each sub-task was a sequence
+        // of its own whose context held the same tokens.
+        let ce = ((lp * &m)?.sum_all()? * (-(seq.sub_tasks() as f64) / n as f64))?;
         let v = ce.to_scalar::<f32>()?;
         if slot == 0 {
             terms.env = v;

@@ -203,11 +203,12 @@ impl<'m> Trainer<'m> {
     /// Mean loss terms of `seqs` under the current adapter, without training.
     pub fn evaluate(&self, seqs: &[Sequence]) -> Result<LossTerms, TrainError> {
         let mut sum = LossTerms::default();
+        let n: usize = seqs.iter().map(Sequence::sub_tasks).sum();
         for s in seqs {
             let lag = logprobs(self.model, &self.cfg, s, None)?.to_vec1::<f32>()?;
             let lp = logprobs(self.model, &self.cfg, s, Some(&self.lora))?;
             let (_, t) = sequence_loss(s, &lp, &lag, &self.cfg.loss)?;
-            add(&mut sum, &t, 1.0 / seqs.len() as f32);
+            add(&mut sum, &t, 1.0 / n as f32);
         }
         Ok(sum)
     }
@@ -288,7 +289,12 @@ impl<'m> Trainer<'m> {
         let b = self.cfg.batch_size.max(1);
         let limit = self.data.len() * self.cfg.epochs;
         let range = (self.step * b)..((self.step + 1) * b).min(limit);
-        let n = range.len();
+        // The mean is over sub-tasks: a sequence that holds several is
+        // their sequences' losses summed.
+        let n: usize = range
+            .clone()
+            .map(|k| self.data[self.index_at(k)].sub_tasks())
+            .sum();
         let named = self.lora.named_vars();
         let vars: Vec<&Var> = named.iter().map(|(_, v)| *v).collect();
         let mut acc: Vec<Option<Tensor>> = vec![None; vars.len()];

@@ -33,6 +33,7 @@ fn merged_export_loads_in_llama_cpp_and_matches_the_trainer() {
         reward: None,
         group: None,
         token_advantages: vec![],
+        earlier: vec![],
     };
     let cfg = TrainConfig {
         lora: LoraConfig {

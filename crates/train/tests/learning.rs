@@ -34,6 +34,7 @@ fn seq(ids: &[i32], action_from: usize, advantage: f32) -> Sequence {
         reward: None,
         group: None,
         token_advantages: vec![],
+        earlier: vec![],
     }
 }
 
@@ -525,4 +526,56 @@ fn quantized_weights_score_as_their_dequantized_values_and_learn() {
         after > before + 0.1,
         "the rewarded token's log-prob went {before} -> {after}"
     );
+}
+
+#[test]
+fn sub_tasks_trained_as_one_sequence_get_the_gradients_of_their_own_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Model::load(&model(dir.path(), Arch::Qwen2)).unwrap();
+    let ids = [3, 300, 301, 302, 303, 4, 5, 306, 307, 308, 309, 310];
+    // The first sub-task: its question, then its actions at 3..6.
+    let first = seq(&ids[..6], 3, 0.7);
+    // The second: the first as context, then its own actions at 9..12.
+    let mut second = seq(&ids, 9, -0.4);
+    let mut together = second.clone();
+    together.roles[..6].copy_from_slice(&first.roles);
+    together.earlier = vec![reverie_train::data::Segment {
+        end: 6,
+        advantage: 0.7,
+    }];
+    second.roles[6] = TokenRole::Env;
+    together.roles[6] = TokenRole::Env;
+    // ECHO weighs each sub-task's context once, which separate sequences
+    // only approach; the policy term is exact.
+    let mut cfg = small_cfg(1e-3, 1);
+    cfg.loss.lambda_env = 0.0;
+    cfg.loss.lambda_user = 0.0;
+    let t = Trainer::new(&m, vec![together.clone()], cfg).unwrap();
+    randomize_b(&t);
+    let lag = |s: &Sequence| {
+        m.token_logprobs(&s.ids, None, 5)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    let (t1, g1) = t.sequence_gradients(&first, &lag(&first), 1.0).unwrap();
+    let (t2, g2) = t.sequence_gradients(&second, &lag(&second), 1.0).unwrap();
+    let (tt, gt) = t
+        .sequence_gradients(&together, &lag(&together), 1.0)
+        .unwrap();
+    assert!(
+        (t1.oapl + t2.oapl - tt.oapl).abs() <= 1e-5 * tt.oapl.abs().max(1e-3),
+        "{} + {} vs {}",
+        t1.oapl,
+        t2.oapl,
+        tt.oapl
+    );
+    for ((name, _), ((a, b), c)) in t.lora.named_vars().iter().zip(g1.iter().zip(&g2).zip(&gt)) {
+        let sum = (a.as_ref().unwrap() + b.as_ref().unwrap()).unwrap();
+        let (diff, scale) = gradient_gap(&sum, c.as_ref().unwrap());
+        assert!(
+            diff <= 1e-4 * scale.max(1e-6),
+            "{name} differs by {diff} (scale {scale})"
+        );
+    }
 }

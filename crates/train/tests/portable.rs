@@ -38,6 +38,7 @@ fn the_portable_ops_train_like_the_cpu_kernels() {
         reward: None,
         group: None,
         token_advantages: vec![],
+        earlier: vec![],
     };
     let cfg = TrainConfig {
         lora: LoraConfig {

@@ -153,19 +153,9 @@ fn longest_within(model: &std::path::Path, tcfg: &TrainConfig, max: usize, budge
 }
 
 /// `s` cut to its last `n` tokens (its marks moved with them).
-fn keep_end(mut s: Sequence, n: usize) -> Sequence {
+fn keep_end(s: Sequence, n: usize) -> Sequence {
     let from = s.ids.len().saturating_sub(n);
-    if from > 0 {
-        s.ids.drain(..from);
-        s.roles.drain(..from);
-        s.token_advantages = s
-            .token_advantages
-            .into_iter()
-            .filter(|(k, _)| *k >= from)
-            .map(|(k, a)| (k - from, a))
-            .collect();
-    }
-    s
+    s.drop_start(from)
 }
 
 /// Whether a training error is a device running out of memory.
@@ -252,6 +242,7 @@ pub fn resume(night: &NightRun<'_>) -> Result<Trained, NightError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reverie_train::data::Segment;
 
     #[test]
     fn a_gpu_falls_back_to_recomputing_then_to_the_cpu_and_a_cpu_to_nothing() {
@@ -286,10 +277,29 @@ mod tests {
             reward: None,
             group: None,
             token_advantages: vec![(2, -1.0), (8, -1.0)],
+            earlier: vec![
+                Segment {
+                    end: 3,
+                    advantage: 0.5,
+                },
+                Segment {
+                    end: 8,
+                    advantage: -0.5,
+                },
+            ],
         };
         let cut = keep_end(s.clone(), 4);
         assert_eq!(cut.ids, vec![6, 7, 8, 9]);
         assert_eq!(cut.token_advantages, vec![(2, -1.0)]);
+        // So do the earlier sub-tasks: the first is gone, the second keeps
+        // the two tokens left of it.
+        assert_eq!(
+            cut.earlier,
+            vec![Segment {
+                end: 2,
+                advantage: -0.5
+            }]
+        );
         assert_eq!(keep_end(s.clone(), 20), s);
     }
 

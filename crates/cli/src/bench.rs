@@ -127,14 +127,36 @@ pub fn sleep(
     model: &Path,
     cfg: &reverie_night::NightConfig,
 ) -> anyhow::Result<reverie_night::NightOutcome> {
+    use reverie_night::NightEvent;
     let store = reverie_store::Store::open(bench)?;
+    // A night of a bench lasts minutes to hours: its log says where it is.
     Ok(reverie_night::run_night(
         bench,
         &store,
         model,
         cfg,
         &reverie_night::CancelFlag::default(),
-        &mut |_| {},
+        &mut |ev| {
+            match ev {
+            NightEvent::TrainStep {
+                step,
+                total,
+                loss,
+                tokens_per_s,
+                eta_s,
+                ..
+            } => eprintln!(
+                "  night: step {step}/{total}, loss {loss:.4}, {tokens_per_s:.0} tokens/s, {eta_s:.0} s left"
+            ),
+            NightEvent::Note { stage, message } => {
+                eprintln!("  night, {}: {message}", stage.as_str())
+            }
+            NightEvent::StageFinished { stage, seconds } => {
+                eprintln!("  night: {} done in {seconds:.0} s", stage.as_str())
+            }
+            NightEvent::StageStarted { .. } | NightEvent::Item { .. } => {}
+        }
+        },
     )?)
 }
 

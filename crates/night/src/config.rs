@@ -194,7 +194,9 @@ impl NightConfig {
 
     /// The trainer's configuration for a night of `sequences` sequences.
     pub fn train_for(&self, sequences: usize) -> reverie_train::TrainConfig {
-        let per_step = sequences.div_ceil(self.min_train_steps.max(1));
+        // Rounded down, so that there are at least `min_train_steps` steps
+        // (17 sequences made 6 batches of 3 when rounded up).
+        let per_step = sequences / self.min_train_steps.max(1);
         reverie_train::TrainConfig {
             batch_size: self.train.batch_size.min(per_step).max(1),
             ..self.train.clone()
@@ -281,6 +283,10 @@ mod tests {
         assert_eq!(batch(1), 1);
         assert_eq!(batch(8), 1);
         assert_eq!(batch(40), 5);
+        // At least eight steps, however the sequences divide.
+        assert_eq!(batch(17), 2);
+        let steps = |n: usize| n.div_ceil(batch(n));
+        assert!((1..600).all(|n| steps(n) >= 8.min(n)));
         assert_eq!(batch(512), 64);
         assert_eq!(batch(5000), 64);
         let one_step = NightConfig {

@@ -26,6 +26,13 @@ const MAX_FAILURES_IN_A_ROW: usize = 5;
 pub(crate) const RESULT_HINT: &str =
     "If this answers the question, tell the user the answer now, in words.";
 
+/// Ends a file's contents instead of [`RESULT_HINT`]. Asked for the total
+/// of a CSV column, the default model read the file and added the numbers
+/// in its head, wrongly (6 of 10 simulated files tasks); with this hint it
+/// used the calculator in 3 of those and answered 2 right (files tasks: 0
+/// of 10 → 2 of 10, none lost).
+pub(crate) const READ_HINT: &str = "If this answers the question, tell the user the answer now, in words. If the answer is a sum of numbers in it, add them with the calculator first.";
+
 /// Tools whose result says where to look next, not what the answer is:
 /// their results carry no [`RESULT_HINT`]. With it, the default model
 /// listed the folder that held the file it was asked to read and answered
@@ -74,6 +81,8 @@ pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str
 pub(crate) fn result_hint(tool: &str, changed: bool) -> Option<&'static str> {
     if changed {
         Some(DONE_HINT)
+    } else if tool == "read_file" {
+        Some(READ_HINT)
     } else {
         (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
     }
@@ -226,6 +235,7 @@ mod tests {
         assert_eq!(hint("notes", args("search")), Some(RESULT_HINT));
         assert_eq!(hint("notes", args("list")), Some(RESULT_HINT));
         assert_eq!(hint("calculator", serde_json::json!({})), Some(RESULT_HINT));
+        assert_eq!(hint("read_file", serde_json::json!({})), Some(READ_HINT));
         assert_eq!(hint("glob", serde_json::json!({})), None);
     }
 

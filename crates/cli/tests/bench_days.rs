@@ -66,47 +66,45 @@ fn use_tiny_model(home: &Path) {
         .success());
 }
 
+/// Starts a one-night run with one eval task per family, no verify gate
+/// and `plan`'s other settings, its output discarded.
+fn start_run(home: &Path, plan: &[&str]) -> std::process::Child {
+    // The tools' definitions alone fill the tiny model's own 4K.
+    let common = ["bench", "days", "--ctx", "16384", "--nights", "1"];
+    let rest = ["--eval", "1", "--verify", "0"];
+    command(home)
+        .args(common.iter().chain(plan).chain(&rest))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Goes on with the run whose results file is `results`.
+fn resume(home: &Path, results: &Path) -> std::process::Output {
+    let results = results.to_str().unwrap();
+    let args = ["bench", "days", "--ctx", "16384", "--resume", results];
+    reverie(home, &[&args[..], &["--json"]].concat())
+}
+
 #[test]
 fn a_run_killed_during_its_first_measurement_measures_only_what_is_left() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     use_tiny_model(home);
-    let mut run = command(home)
-        .args([
-            "bench",
-            "days",
-            "--ctx",
-            "16384",
-            "--nights",
-            "1",
+    let mut run = start_run(
+        home,
+        &[
             "--tasks",
-            "1",
-            "--eval",
             "1",
             "--families",
             "arithmetic",
             "--held-out",
             "strings",
-            "--verify",
-            "0",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let results = kill_when(&mut run, home, |f| families_measured(f) == 1);
-    let out = reverie(
-        home,
-        &[
-            "bench",
-            "days",
-            "--ctx",
-            "16384",
-            "--resume",
-            results.to_str().unwrap(),
-            "--json",
         ],
     );
+    let results = kill_when(&mut run, home, |f| families_measured(f) == 1);
+    let out = resume(home, &results);
     let log = String::from_utf8_lossy(&out.stderr);
     let report = json(&out);
     let before: Vec<&str> = report["before"]
@@ -128,20 +126,12 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     use_tiny_model(home);
-    let mut run = command(home)
-        .args([
-            "bench",
-            "days",
-            // The tools' definitions alone fill the tiny model's own 4K.
-            "--ctx",
-            "16384",
-            "--nights",
-            "1",
+    let mut run = start_run(
+        home,
+        &[
             "--tasks",
             "5",
             "--per-channel",
-            "1",
-            "--eval",
             "1",
             "--families",
             "arithmetic",
@@ -149,34 +139,15 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
             "",
             "--follow-up",
             "0",
-            "--verify",
-            "0",
             "--json",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     // Killed as soon as its first channel of the day is saved.
     let results = kill_when(&mut run, home, |f| channels_posed(f) >= 1);
     let posed_before_kill = channels_posed(&results);
     assert!(posed_before_kill < 5, "killed in the middle of the day");
 
-    let resume = || {
-        json(&reverie(
-            home,
-            &[
-                "bench",
-                "days",
-                "--ctx",
-                "16384",
-                "--resume",
-                results.to_str().unwrap(),
-                "--json",
-            ],
-        ))
-    };
-    let report = resume();
+    let report = json(&resume(home, &results));
     let nights = report["nights"].as_array().unwrap();
     assert_eq!(nights.len(), 1, "{report}");
     // Every task of the day was posed once: nothing lost, nothing twice.
@@ -195,7 +166,7 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
     assert_eq!(names, ["day1-1", "day1-2", "day1-3", "day1-4", "day1-5"]);
 
     // A finished run resumed again only reports what it measured.
-    let again = resume();
+    let again = json(&resume(home, &results));
     assert_eq!(again["after"], report["after"]);
     assert_eq!(again["nights"].as_array().unwrap().len(), 1);
     // Files that are no run say so.

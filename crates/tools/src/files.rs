@@ -262,7 +262,7 @@ struct PathArgs {
 
 fn list_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: PathArgs = parse_args("list_dir", args)?;
-    let abs = tb.workspace().resolve(&a.path)?;
+    let (abs, said) = tb.workspace().resolve_folder(&a.path)?;
     let shown = tb.workspace().display(&abs);
     if abs.is_file() {
         return Err(ToolError::refused(format!(
@@ -274,10 +274,12 @@ fn list_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .list(&abs)
         .map_err(|e| ToolError::io(&shown, e))?;
     entries.sort();
+    let mut out = said.map(|s| s + "\n").unwrap_or_default();
     if entries.is_empty() {
-        return Ok(format!("{shown}: empty folder").into());
+        out.push_str(&format!("{shown}: empty folder"));
+        return Ok(out.into());
     }
-    let mut out = format!("{shown}: {} entries\n", entries.len());
+    out.push_str(&format!("{shown}: {} entries\n", entries.len()));
     for (name, is_dir, size) in entries.iter().take(MAX_LISTED) {
         if *is_dir {
             out.push_str(&format!("{name}/\n"));
@@ -405,7 +407,7 @@ fn three() -> usize {
 
 fn tree(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: TreeArgs = parse_args("tree", args)?;
-    let abs = tb.workspace().resolve(&a.path)?;
+    let (abs, said) = tb.workspace().resolve_folder(&a.path)?;
     let shown = tb.workspace().display(&abs);
     if !abs.is_dir() {
         return Err(ToolError::NotFound {
@@ -417,7 +419,8 @@ fn tree(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .max_depth(Some(a.depth.clamp(1, 10)))
         .sort_by_file_name(|x, y| x.cmp(y))
         .build();
-    let mut out = format!("{shown}/\n");
+    let mut out = said.map(|s| s + "\n").unwrap_or_default();
+    out.push_str(&format!("{shown}/\n"));
     let mut n = 0;
     for entry in walk.filter_map(Result::ok).skip(1) {
         n += 1;

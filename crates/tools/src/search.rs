@@ -13,6 +13,9 @@ use crate::{parse_args, ToolDef, ToolOutput, Toolbox};
 
 const DEFAULT_RESULTS: usize = 50;
 const MAX_RESULTS: usize = 200;
+/// Matches counted before a search stops (a pattern that matches
+/// everything in a large workspace).
+const MAX_COUNTED: usize = 100_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +48,7 @@ fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
 }
 
 fn walker(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, ignore::Walk), ToolError> {
-    let abs = tb.workspace().resolve(rel)?;
+    let (abs, _) = tb.workspace().resolve_folder(rel)?;
     if !abs.exists() {
         return Err(ToolError::NotFound {
             path: rel.to_string(),
@@ -78,8 +81,14 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let (_, walk) = walker(tb, &a.path)?;
     let root = tb.workspace().root().to_path_buf();
     let mut hits = Vec::new();
-    let mut truncated = false;
+    // Every match is counted, not only those shown, so the result answers
+    // "how many lines match" without the model counting them itself.
+    let mut matched = 0usize;
+    let mut files = 0usize;
     for entry in walk.filter_map(Result::ok) {
+        if matched >= MAX_COUNTED {
+            break;
+        }
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
@@ -105,38 +114,56 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             continue;
         }
+        let before = matched;
         let res = searcher.search_file(
             &matcher,
             &file,
             UTF8(|line_no, line| {
-                if hits.len() >= max {
-                    truncated = true;
-                    return Ok(false);
+                matched += 1;
+                if hits.len() < max {
+                    hits.push(format!(
+                        "{shown}:{line_no}: {}",
+                        cap_line(line.trim_end(), 300)
+                    ));
                 }
-                hits.push(format!(
-                    "{shown}:{line_no}: {}",
-                    cap_line(line.trim_end(), 300)
-                ));
-                Ok(true)
+                Ok(matched < MAX_COUNTED)
             }),
         );
         if let Err(e) = res {
             tracing::debug!("grep skipped {shown}: {e}");
         }
-        if truncated {
-            break;
-        }
+        files += (matched > before) as usize;
     }
     if hits.is_empty() {
         return Ok(format!("no matches for `{}`", a.pattern).into());
     }
-    let mut out = hits.join("\n");
-    if truncated {
+    Ok(grep_summary(matched, files, max, &hits).into())
+}
+
+/// The result of a search: how many lines matched in how many files, then
+/// the first `max` of them.
+fn grep_summary(matched: usize, files: usize, max: usize, hits: &[String]) -> String {
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let lines = if matched >= MAX_COUNTED {
+        format!("more than {MAX_COUNTED} matching lines")
+    } else {
+        plural(matched, "matching line", "matching lines")
+    };
+    let mut out = format!("{lines} in {}", plural(files, "file", "files"));
+    if matched > hits.len() {
         out.push_str(&format!(
-            "\n… stopped at {max} matches; narrow the pattern, path or glob"
+            " (the first {max} shown; narrow the pattern, path or glob to see the rest)"
         ));
     }
-    Ok(out.into())
+    out.push_str(":\n");
+    out.push_str(&hits.join("\n"));
+    out
 }
 
 #[derive(Deserialize)]
@@ -180,7 +207,7 @@ fn glob(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
 pub(crate) const TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "grep",
-        description: "Search file contents with a regular expression; prints path:line: text.",
+        description: "Search file contents with a regular expression; prints how many lines match, then path:line: text.",
         parameters: || {
             json!({"type": "object", "properties": {
                 "pattern": {"type": "string", "description": "regular expression"},

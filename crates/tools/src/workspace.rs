@@ -138,6 +138,23 @@ impl Workspace {
         out
     }
 
+    /// `rel` as a folder to look in: where `rel` does not exist but names
+    /// the workspace itself in words ("workspace root", "my workspace",
+    /// "/"), the root, with the sentence that says so. The default model
+    /// listed `workspace root`, was told the path did not exist, listed it
+    /// again and then wrote a file of that name (simulated files tasks).
+    pub fn resolve_folder(&self, rel: &str) -> Result<(PathBuf, Option<String>), ToolError> {
+        let resolved = self.resolve(rel);
+        if resolved.as_ref().is_ok_and(|p| p.exists()) || !names_root(rel) {
+            return resolved.map(|p| (p, None));
+        }
+        let said = format!(
+            "There is no `{}`; the workspace root is `.`, used here.",
+            rel.trim()
+        );
+        Ok((self.root.clone(), Some(said)))
+    }
+
     /// `abs` relative to the root, for messages.
     pub fn display(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {
@@ -226,6 +243,19 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Whether `rel` is the workspace named in words rather than a path.
+fn names_root(rel: &str) -> bool {
+    let words = rel.trim().trim_end_matches('/').to_lowercase();
+    let words = words
+        .strip_prefix("my ")
+        .or_else(|| words.strip_prefix("the "))
+        .unwrap_or(&words);
+    matches!(
+        words,
+        "" | "workspace" | "workspace root" | "workspace folder" | "root" | "root folder"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +279,28 @@ mod tests {
         assert!(ws.resolve("in/file").is_ok());
         std::os::unix::fs::symlink("/nonexistent/zz", ws.root().join("dangling")).unwrap();
         assert!(ws.resolve("dangling").is_err());
+    }
+
+    #[test]
+    fn the_workspace_named_in_words_is_the_root_where_no_such_folder_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(&dir.path().join("ws")).unwrap();
+        for words in ["workspace root", "My workspace", "/", "root/"] {
+            let (p, said) = ws.resolve_folder(words).unwrap();
+            assert_eq!(p, ws.root(), "{words}");
+            assert!(said.unwrap().contains("the workspace root is `.`"));
+        }
+        assert_eq!(
+            ws.resolve_folder("").unwrap(),
+            (ws.root().to_path_buf(), None)
+        );
+        // A real folder of that name wins; other missing paths stay missing.
+        std::fs::create_dir(ws.root().join("root")).unwrap();
+        assert_eq!(ws.resolve_folder("root").unwrap().0, ws.root().join("root"));
+        assert_eq!(
+            ws.resolve_folder("src").unwrap(),
+            (ws.root().join("src"), None)
+        );
+        assert!(ws.resolve_folder("/etc").is_err());
     }
 }

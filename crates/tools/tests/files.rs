@@ -170,6 +170,24 @@ fn list_make_delete_info_tree() {
         "empty folder",
     );
     assert_has(&f.err("list_dir", json!({"path": "README"})), "is a file");
+    // The workspace named in words is the root, and the result says so.
+    for words in ["workspace root", "/"] {
+        let named = f.ok_text("list_dir", json!({ "path": words }));
+        assert_has(&named, "the workspace root is `.`, used here");
+        assert_has(&named, "README  (6 bytes)");
+    }
+    assert_has(
+        &f.ok_text("tree", json!({"path": "my workspace"})),
+        "    main.py\n",
+    );
+    assert_has(
+        &f.ok_text("grep", json!({"pattern": "print", "path": "workspace"})),
+        "src/main.py:1: print(1)",
+    );
+    assert_has(
+        &f.err("list_dir", json!({"path": "nowhere"})),
+        "no file or folder at `nowhere`",
+    );
     let info = f.ok_text("file_info", json!({"path": "src/main.py"}));
     assert_has(&info, "src/main.py: file, 9 bytes, modified 20");
     assert_has(&info, "1 lines of text");

@@ -27,7 +27,10 @@ fn grep_and_glob_respect_gitignore_and_limits() {
     );
     std::fs::create_dir(f.path(".git")).unwrap();
     let hits = f.ok_text("grep", json!({"pattern": "def main"}));
-    assert_eq!(hits, "src/app.py:1: def main():");
+    assert_eq!(
+        hits,
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():"
+    );
     let hits = f.ok_text(
         "grep",
         json!({"pattern": "main", "ignore_case": true, "glob": "*.py"}),
@@ -48,7 +51,19 @@ fn grep_and_glob_respect_gitignore_and_limits() {
     let many: String = (0..500).map(|i| format!("hit {i}\n")).collect();
     f.ok("write_file", json!({"path": "many.txt", "content": many}));
     let capped = f.ok_text("grep", json!({"pattern": "hit", "max_results": 1000}));
-    assert_has(&capped, "stopped at 200 matches");
+    assert_has(
+        &capped,
+        "500 matching lines in 1 file (the first 200 shown; narrow the pattern",
+    );
+    assert_eq!(capped.lines().count(), 201);
+    // Counted in every file, whether shown or not.
+    f.ok(
+        "write_file",
+        json!({"path": "more.txt", "content": "hit\nhit\n"}),
+    );
+    let few = f.ok_text("grep", json!({"pattern": "^hit", "max_results": 3}));
+    assert_has(&few, "502 matching lines in 2 files (the first 3 shown");
+    assert_eq!(few.lines().count(), 4);
     assert_eq!(
         f.ok_text("glob", json!({"pattern": "**/*.py"})),
         "src/app.py\nsrc/util.py"

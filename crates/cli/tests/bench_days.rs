@@ -59,11 +59,16 @@ fn kill_when(run: &mut std::process::Child, home: &Path, ready: fn(&Path) -> boo
     results
 }
 
-fn use_tiny_model(home: &Path) {
-    let model = synth(home, "qwen2");
-    assert!(reverie(home, &["model", "use", model.to_str().unwrap()])
-        .status
-        .success());
+/// A data folder whose active model is a tiny synthetic one.
+fn tiny_home() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synth(dir.path(), "qwen2");
+    assert!(
+        reverie(dir.path(), &["model", "use", model.to_str().unwrap()])
+            .status
+            .success()
+    );
+    dir
 }
 
 /// Starts a one-night run with one eval task per family, no verify gate
@@ -89,20 +94,17 @@ fn resume(home: &Path, results: &Path) -> std::process::Output {
 
 #[test]
 fn a_run_killed_during_its_first_measurement_measures_only_what_is_left() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tiny_home();
     let home = dir.path();
-    use_tiny_model(home);
-    let mut run = start_run(
-        home,
-        &[
-            "--tasks",
-            "1",
-            "--families",
-            "arithmetic",
-            "--held-out",
-            "strings",
-        ],
-    );
+    let plan = [
+        "--tasks",
+        "1",
+        "--families",
+        "arithmetic",
+        "--held-out",
+        "strings",
+    ];
+    let mut run = start_run(home, &plan);
     let results = kill_when(&mut run, home, |f| families_measured(f) == 1);
     let out = resume(home, &results);
     let log = String::from_utf8_lossy(&out.stderr);
@@ -123,25 +125,23 @@ fn a_run_killed_during_its_first_measurement_measures_only_what_is_left() {
 
 #[test]
 fn a_run_killed_during_its_day_resumes_where_it_stopped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tiny_home();
     let home = dir.path();
-    use_tiny_model(home);
-    let mut run = start_run(
-        home,
-        &[
-            "--tasks",
-            "5",
-            "--per-channel",
-            "1",
-            "--families",
-            "arithmetic",
-            "--held-out",
-            "",
-            "--follow-up",
-            "0",
-            "--json",
-        ],
-    );
+    // Five channels of one task each, none followed up.
+    let plan = [
+        "--tasks",
+        "5",
+        "--per-channel",
+        "1",
+        "--families",
+        "arithmetic",
+        "--held-out",
+        "",
+        "--follow-up",
+        "0",
+        "--json",
+    ];
+    let mut run = start_run(home, &plan);
     // Killed as soon as its first channel of the day is saved.
     let results = kill_when(&mut run, home, |f| channels_posed(f) >= 1);
     let posed_before_kill = channels_posed(&results);

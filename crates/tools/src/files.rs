@@ -274,7 +274,7 @@ fn list_dir(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .list(&abs)
         .map_err(|e| ToolError::io(&shown, e))?;
     entries.sort();
-    let mut out = said.map(|s| s + "\n").unwrap_or_default();
+    let mut out = said.unwrap_or_default();
     if entries.is_empty() {
         out.push_str(&format!("{shown}: empty folder"));
         return Ok(out.into());
@@ -419,7 +419,7 @@ fn tree(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .max_depth(Some(a.depth.clamp(1, 10)))
         .sort_by_file_name(|x, y| x.cmp(y))
         .build();
-    let mut out = said.map(|s| s + "\n").unwrap_or_default();
+    let mut out = said.unwrap_or_default();
     out.push_str(&format!("{shown}/\n"));
     let mut n = 0;
     for entry in walk.filter_map(Result::ok).skip(1) {

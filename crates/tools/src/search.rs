@@ -47,8 +47,10 @@ fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
         })
 }
 
-fn walker(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, ignore::Walk), ToolError> {
-    let (abs, _) = tb.workspace().resolve_folder(rel)?;
+/// A sorted walk of the folder `rel`, and the line that says the
+/// workspace was used for a folder named in words.
+fn walker(tb: &Toolbox, rel: &str) -> Result<(Option<String>, ignore::Walk), ToolError> {
+    let (abs, said) = tb.workspace().resolve_folder(rel)?;
     if !abs.exists() {
         return Err(ToolError::NotFound {
             path: rel.to_string(),
@@ -58,7 +60,7 @@ fn walker(tb: &Toolbox, rel: &str) -> Result<(std::path::PathBuf, ignore::Walk),
     let walk = ignore::WalkBuilder::new(&abs)
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
-    Ok((abs, walk))
+    Ok((said, walk))
 }
 
 fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
@@ -78,7 +80,8 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
         .build();
-    let (_, walk) = walker(tb, &a.path)?;
+    let (said, walk) = walker(tb, &a.path)?;
+    let mut out = said.unwrap_or_default();
     let root = tb.workspace().root().to_path_buf();
     let mut hits = Vec::new();
     // Every match is counted, not only those shown, so the result answers
@@ -135,14 +138,16 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         files += (matched > before) as usize;
     }
     if hits.is_empty() {
-        return Ok(format!("no matches for `{}`", a.pattern).into());
+        out.push_str(&format!("no matches for `{}`", a.pattern));
+    } else {
+        out.push_str(&grep_summary(matched, files, &hits));
     }
-    Ok(grep_summary(matched, files, max, &hits).into())
+    Ok(out.into())
 }
 
 /// The result of a search: how many lines matched in how many files, then
-/// the first `max` of them.
-fn grep_summary(matched: usize, files: usize, max: usize, hits: &[String]) -> String {
+/// those shown.
+fn grep_summary(matched: usize, files: usize, hits: &[String]) -> String {
     let plural = |n: usize, one: &str, many: &str| {
         if n == 1 {
             format!("1 {one}")
@@ -158,7 +163,8 @@ fn grep_summary(matched: usize, files: usize, max: usize, hits: &[String]) -> St
     let mut out = format!("{lines} in {}", plural(files, "file", "files"));
     if matched > hits.len() {
         out.push_str(&format!(
-            " (the first {max} shown; narrow the pattern, path or glob to see the rest)"
+            " (the first {} shown; narrow the pattern, path or glob to see the rest)",
+            hits.len()
         ));
     }
     out.push_str(":\n");
@@ -177,7 +183,7 @@ struct GlobArgs {
 fn glob(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: GlobArgs = parse_args("glob", args)?;
     let g = compile_glob(&a.pattern)?;
-    let (_, walk) = walker(tb, &a.path)?;
+    let (said, walk) = walker(tb, &a.path)?;
     let root = tb.workspace().root().to_path_buf();
     let mut found = Vec::new();
     for entry in walk.filter_map(Result::ok) {
@@ -192,12 +198,14 @@ fn glob(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             }
         }
     }
+    let mut out = said.unwrap_or_default();
     if found.is_empty() {
-        return Ok(format!("nothing matches `{}`", a.pattern).into());
+        out.push_str(&format!("nothing matches `{}`", a.pattern));
+        return Ok(out.into());
     }
     let more = found.len() > MAX_RESULTS;
     found.truncate(MAX_RESULTS);
-    let mut out = found.join("\n");
+    out.push_str(&found.join("\n"));
     if more {
         out.push_str(&format!("\n… more than {MAX_RESULTS}; narrow the pattern"));
     }

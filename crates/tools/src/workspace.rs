@@ -140,7 +140,7 @@ impl Workspace {
 
     /// `rel` as a folder to look in: where `rel` does not exist but names
     /// the workspace itself in words ("workspace root", "my workspace",
-    /// "/"), the root, with the sentence that says so. The default model
+    /// "/"), the root, with a line that says so to put before the result. The default model
     /// listed `workspace root`, was told the path did not exist, listed it
     /// again and then wrote a file of that name (simulated files tasks).
     pub fn resolve_folder(&self, rel: &str) -> Result<(PathBuf, Option<String>), ToolError> {
@@ -149,7 +149,7 @@ impl Workspace {
             return resolved.map(|p| (p, None));
         }
         let said = format!(
-            "There is no `{}`; the workspace root is `.`, used here.",
+            "There is no `{}`; the workspace root is `.`, used here.\n",
             rel.trim()
         );
         Ok((self.root.clone(), Some(said)))

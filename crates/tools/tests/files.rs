@@ -180,9 +180,12 @@ fn list_make_delete_info_tree() {
         &f.ok_text("tree", json!({"path": "my workspace"})),
         "    main.py\n",
     );
+    let found = f.ok_text("grep", json!({"pattern": "print", "path": "workspace"}));
+    assert_has(&found, "the workspace root is `.`, used here");
+    assert_has(&found, "src/main.py:1: print(1)");
     assert_has(
-        &f.ok_text("grep", json!({"pattern": "print", "path": "workspace"})),
-        "src/main.py:1: print(1)",
+        &f.ok_text("glob", json!({"pattern": "*.py", "path": "/"})),
+        "the workspace root is `.`, used here.\nsrc/main.py",
     );
     assert_has(
         &f.err("list_dir", json!({"path": "nowhere"})),

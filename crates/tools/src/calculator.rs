@@ -1,6 +1,7 @@
 //! `calculator`: exact enough arithmetic for the model, which is bad at it.
 //! `+ - * / % ^`, parentheses, unary minus and decimals, in f64; the result
-//! is printed as an integer when it is one.
+//! is printed as an integer when it is one. Where reading the operators in
+//! the order written gives another number, the result says so too.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -23,6 +24,9 @@ struct Parser<'a> {
     s: &'a [u8],
     at: usize,
     depth: usize,
+    /// `+ - * / %` taken left to right with equal precedence, as a chain
+    /// of steps is said ("start with 6, subtract 19, multiply by 4").
+    in_order: bool,
 }
 
 impl Parser<'_> {
@@ -53,24 +57,33 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<f64, String> {
-        let mut v = self.term()?;
-        while let Some(op @ (b'+' | b'-')) = self.peek() {
-            self.at += 1;
-            let r = self.term()?;
-            v = if op == b'+' { v + r } else { v - r };
+        if self.in_order {
+            return self.chain(b"+-*/%", Self::power);
         }
-        Ok(v)
+        self.chain(b"+-", Self::term)
     }
 
     fn term(&mut self) -> Result<f64, String> {
-        let mut v = self.power()?;
-        while let Some(op @ (b'*' | b'/' | b'%')) = self.peek() {
+        self.chain(b"*/%", Self::power)
+    }
+
+    /// Operands read by `operand`, joined left to right by the operators
+    /// in `ops`.
+    fn chain(
+        &mut self,
+        ops: &[u8],
+        operand: fn(&mut Self) -> Result<f64, String>,
+    ) -> Result<f64, String> {
+        let mut v = operand(self)?;
+        while let Some(op) = self.peek().filter(|c| ops.contains(c)) {
             self.at += 1;
-            let r = self.power()?;
-            if op != b'*' && r == 0.0 {
+            let r = operand(self)?;
+            if matches!(op, b'/' | b'%') && r == 0.0 {
                 return self.fail("division by zero");
             }
             v = match op {
+                b'+' => v + r,
+                b'-' => v - r,
                 b'*' => v * r,
                 b'/' => v / r,
                 _ => v % r,
@@ -136,10 +149,32 @@ impl Parser<'_> {
 
 /// Evaluates `expression`; an error says what is wrong and where.
 pub fn evaluate(expression: &str) -> Result<f64, String> {
+    parse(expression, false)
+}
+
+/// `expression` with `+ - * / %` taken in the order written, as steps:
+/// `6 - 19 * 4 + 3` is `((6 - 19) * 4) + 3`. Parentheses and `^` keep
+/// their meaning.
+pub fn evaluate_in_order(expression: &str) -> Result<f64, String> {
+    parse(expression, true)
+}
+
+/// The value of a flat expression (no parentheses, no `^`) with its
+/// operators taken in the order written; with parentheses the writer has
+/// already said the order.
+fn in_order(expression: &str) -> Option<f64> {
+    if expression.contains(['(', ')', '^']) {
+        return None;
+    }
+    evaluate_in_order(expression).ok()
+}
+
+fn parse(expression: &str, in_order: bool) -> Result<f64, String> {
     let mut p = Parser {
         s: expression.as_bytes(),
         at: 0,
         depth: 0,
+        in_order,
     };
     let v = p.expr()?;
     if p.peek().is_some() {
@@ -170,13 +205,30 @@ fn calculator(_tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         )));
     }
     match evaluate(&a.expression) {
-        Ok(v) => Ok(format!("{} = {}", a.expression.trim(), format_number(v)).into()),
+        Ok(v) => {
+            let expression = a.expression.trim();
+            let mut text = format!("{expression} = {}", format_number(v));
+            if let Some(steps) = in_order(expression).filter(|w| *w != v) {
+                text.push_str(&format!(" ({IN_ORDER_NOTE} {})", format_number(steps)));
+            }
+            Ok(text.into())
+        }
         Err(e) => Err(ToolError::refused(format!(
             "cannot evaluate `{}`: {e}. Use numbers, + - * / % ^ and parentheses",
             a.expression.trim()
         ))),
     }
 }
+
+/// Said after a result that the order of the operators changes. Asked to
+/// "start with 6, then subtract 19, multiply by 4 and add 3", the default
+/// model wrote `6 - 19 * 4 + 3` and answered its -67 (7 of 20 simulated
+/// arithmetic tasks failed so, and no other way); with this note it
+/// answered the steps' result in 5 of those 7, and lost none. The same
+/// note with the steps written out in parentheses made it call the
+/// calculator again with them (16 of 20 passed).
+const IN_ORDER_NOTE: &str =
+    "* and / were done before + and -; done step by step in the order written, it is";
 
 pub(crate) const TOOLS: &[ToolDef] = &[ToolDef {
     name: "calculator",
@@ -202,6 +254,20 @@ mod tests {
         assert_eq!(evaluate("1_000 % 7").unwrap(), 6.0);
         assert_eq!(format_number(evaluate("1 / 3").unwrap()), "0.333333333333");
         assert_eq!(format_number(391.0), "391");
+    }
+
+    #[test]
+    fn in_order_reads_the_operators_as_steps() {
+        assert_eq!(evaluate_in_order("6 - 19 * 4 + 3").unwrap(), -49.0);
+        assert_eq!(evaluate_in_order("3 / 3 + 5 / 3").unwrap(), 2.0);
+        assert_eq!(evaluate_in_order("2 * (3 + 4) - 1").unwrap(), 13.0);
+        assert_eq!(evaluate_in_order("1 + 2 ^ 3").unwrap(), 9.0);
+        assert_eq!(evaluate_in_order("-2 * -3 + 1").unwrap(), 7.0);
+        assert!(evaluate_in_order("1 + 2 / 0")
+            .unwrap_err()
+            .contains("division by zero"));
+        assert_eq!(in_order("6 - 19 * 4 + 3"), Some(-49.0));
+        assert_eq!(in_order("(6 - 19) * 4 + 1"), None);
     }
 
     #[test]

@@ -574,6 +574,11 @@ fn calculator_answers_exactly_and_explains_what_it_cannot_read() {
         f.ok_text("calculator", json!({"expression": "(17 * 23 - 41) / 2"})),
         "(17 * 23 - 41) / 2 = 175"
     );
+    // Steps written without parentheses: both readings, the usual one first.
+    assert_eq!(
+        f.ok_text("calculator", json!({"expression": "6 - 19 * 4 + 3"})),
+        "6 - 19 * 4 + 3 = -67 (* and / were done before + and -; done step by step in the order written, it is -49)"
+    );
     assert_has(
         &f.err("calculator", json!({"expression": "4 / (2 - 2)"})),
         "division by zero",

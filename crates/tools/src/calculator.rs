@@ -155,7 +155,7 @@ pub fn evaluate(expression: &str) -> Result<f64, String> {
 /// `expression` with `+ - * / %` taken in the order written, as steps:
 /// `6 - 19 * 4 + 3` is `((6 - 19) * 4) + 3`. Parentheses and `^` keep
 /// their meaning.
-pub fn evaluate_in_order(expression: &str) -> Result<f64, String> {
+fn evaluate_in_order(expression: &str) -> Result<f64, String> {
     parse(expression, true)
 }
 

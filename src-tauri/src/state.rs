@@ -160,18 +160,20 @@ impl App {
             .map(|t| (port, t))
     }
 
-    /// The model file the app runs (or would run), if one exists.
     /// What the window's options change in the night: the launch's GPU
-    /// layers and the settings' practice batches.
+    /// layers and the settings' practice batches (the judge model is
+    /// `night.json`'s).
     pub fn night_overrides(&self) -> reverie_night::NightOverrides {
         let gpu_layers = lock(&self.launch).gpu_layers;
         reverie_night::NightOverrides {
             gpu_layers: (gpu_layers > 0).then_some(gpu_layers),
             practice: self.settings().practice,
             practice_samples: None,
+            judge: None,
         }
     }
 
+    /// The model file the app runs (or would run), if one exists.
     pub fn model_path(&self) -> Option<PathBuf> {
         let explicit = lock(&self.launch).model.clone();
         reverie_models::active::resolve(&self.home, explicit.as_deref()).ok()

@@ -8,9 +8,14 @@ export type NightReport = {
  */
 since_ms: number, 
 /**
- * The model the day ran on: judge, value model and base of training.
+ * The model the day ran on: the base of training.
  */
 base: string, 
+/**
+ * The judge and value model (empty in reports from before it was
+ * chosen apart from `base`: then `base`).
+ */
+judge: string, 
 /**
  * Stages finished, in order; a resumed night starts after the last.
  */

@@ -5,6 +5,7 @@ export function nightReport(parts: Partial<NightReport> = {}): NightReport {
   return {
     since_ms: 0,
     base: "",
+    judge: "",
     done: [],
     seconds: {},
     notes: [],

@@ -19,7 +19,7 @@ use anyhow::Context;
 use clap::Args;
 use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
-use reverie_night::NightConfig;
+use reverie_night::{JudgeModel, NightConfig};
 use reverie_practice::days::{
     agreement, day_tasks, rewards_of, simulate_day, task_outcomes, Channels, DayFamily, DayOptions,
     Posed,
@@ -102,8 +102,19 @@ struct Plan {
     /// Offer only each family's tools, not the agent's usual offer.
     #[arg(long)]
     family_tools: bool,
+    /// The nights' judge and value model: `installed` (the model before
+    /// any night), `deployed` (the model the day ran on) or a GGUF file.
+    #[arg(long, default_value = "installed")]
+    #[serde(default = "earlier_judge")]
+    judge: String,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
+}
+
+/// The judge of runs saved before the judge was chosen: they judged with
+/// the deployed model.
+fn earlier_judge() -> String {
+    "deployed".into()
 }
 
 /// Where a run stands, saved after each step of it beside its data folder
@@ -270,6 +281,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     let night_cfg = NightConfig {
         gpu_layers: a.engine.gpu_layers,
         verify_tasks: plan.verify.unwrap_or(defaults.verify_tasks),
+        judge: JudgeModel::parse(&plan.judge)?,
         ..defaults
     };
     for night in progress.nights.len() + 1..=plan.nights {
@@ -329,6 +341,7 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             "reward": reward,
             "advantage": advantage,
             "judged_sub_tasks": out.report.tasks.len(),
+            "judge_model": out.report.judge_model(),
             "value_mean_abs_error": out.report.summary.as_ref().and_then(|s| s.mean_abs_prediction_error),
             "deployed": out.deployed,
             "kept_reason": out.kept_reason,

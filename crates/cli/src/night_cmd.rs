@@ -43,6 +43,10 @@ pub struct SleepArgs {
     /// Attempts per practice task (default 6).
     #[arg(long)]
     practice_samples: Option<usize>,
+    /// The judge and value model: `installed` (the model before any night,
+    /// the default), `deployed` (the model the day ran on) or a GGUF file.
+    #[arg(long, value_name = "installed|deployed|FILE")]
+    judge: Option<String>,
 }
 
 /// `arithmetic` or `arithmetic:6` → the family and its task count.
@@ -101,6 +105,11 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
     let mut overrides = NightOverrides {
         gpu_layers: a.gpu_layers,
         practice_samples: a.practice_samples,
+        judge: a
+            .judge
+            .as_deref()
+            .map(reverie_night::JudgeModel::parse)
+            .transpose()?,
         ..NightOverrides::default()
     };
     for spec in &a.practice {

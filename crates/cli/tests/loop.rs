@@ -258,6 +258,12 @@ fn a_night_that_loses_a_familys_tasks_keeps_the_old_model() {
         &["sleep", "--json", "--config", &config(home, 1000.0)],
     ));
     assert!(second["deployed"].is_null(), "{second}");
+    // The second night trained the first one's model but was judged by the
+    // model as installed, so one night's training cannot move the next
+    // night's rewards.
+    assert_eq!(second["report"]["base"], deployed);
+    assert_eq!(second["report"]["judge"], first["report"]["base"]);
+    assert_eq!(first["report"]["judge"], first["report"]["base"]);
     let why = second["kept_reason"].as_str().unwrap();
     assert!(why.contains("arithmetic"), "{why}");
     let check = second["report"]["verify"]["tasks"]

@@ -8,6 +8,56 @@ pub struct PracticeBatch {
     pub tasks: usize,
 }
 
+/// Which model judges the day, predicts what was expected and scores the
+/// understanding pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeModel {
+    /// The model as installed, before any night (the root of the deployed
+    /// checkpoint's line): a night's training cannot move the rewards of
+    /// the nights after it. With the deployed model as judge, three nights
+    /// on simulated days moved its agreement with the hidden checks from
+    /// κ 0.75 to 0.57 to −0.20, and its mean reward for passed requests
+    /// from 0.86 to 0.42.
+    #[default]
+    Installed,
+    /// The model the day ran on.
+    Deployed,
+    /// Another GGUF, such as a larger model of the same family.
+    File(std::path::PathBuf),
+}
+
+impl JudgeModel {
+    /// `installed`, `deployed` or the path of a GGUF file.
+    pub fn parse(text: &str) -> Result<JudgeModel, crate::NightError> {
+        match text {
+            "installed" => Ok(JudgeModel::Installed),
+            "deployed" => Ok(JudgeModel::Deployed),
+            path if std::path::Path::new(path).is_file() => Ok(JudgeModel::File(path.into())),
+            other => Err(crate::NightError::Config(format!(
+                "the judge model {other:?} is neither `installed`, `deployed` nor a GGUF file that exists"
+            ))),
+        }
+    }
+
+    /// The file that judges a night whose day ran on `day_model`.
+    pub fn resolve(
+        &self,
+        store: &reverie_store::Store,
+        day_model: &std::path::Path,
+    ) -> Result<std::path::PathBuf, crate::NightError> {
+        match self {
+            JudgeModel::Installed => crate::checkpoint::installed(store, day_model),
+            JudgeModel::Deployed => Ok(day_model.to_path_buf()),
+            JudgeModel::File(p) if p.is_file() => Ok(p.clone()),
+            JudgeModel::File(p) => Err(crate::NightError::Config(format!(
+                "the judge model {} is not a file; set `judge` in night.json to `installed`, `deployed` or an existing GGUF",
+                p.display()
+            ))),
+        }
+    }
+}
+
 /// How a night runs; every field has a documented default.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
@@ -32,6 +82,8 @@ pub struct NightConfig {
     /// lost); at 1 (and 1e-4), the first night was refused and three
     /// nights gave 17/30.
     pub failed_attempt_weight: f32,
+    /// The judge and value model.
+    pub judge: JudgeModel,
     /// Messages per judge window.
     pub window: usize,
     /// Extra judge or value attempts (new seed) after an invalid answer.
@@ -119,6 +171,7 @@ impl Default for NightConfig {
             practice: Vec::new(),
             practice_samples: 6,
             failed_attempt_weight: 0.0,
+            judge: JudgeModel::Installed,
             window: 10,
             retries: 2,
             memory_k: 5,
@@ -151,6 +204,7 @@ pub struct NightOverrides {
     /// Practice batches (replace the file's when not empty).
     pub practice: Vec<PracticeBatch>,
     pub practice_samples: Option<usize>,
+    pub judge: Option<JudgeModel>,
 }
 
 impl NightConfig {
@@ -189,6 +243,9 @@ impl NightConfig {
         if let Some(n) = overrides.practice_samples {
             cfg.practice_samples = n;
         }
+        if let Some(j) = &overrides.judge {
+            cfg.judge = j.clone();
+        }
         Ok(cfg)
     }
 
@@ -203,8 +260,8 @@ impl NightConfig {
         }
     }
 
-    /// The deployed model at `model` as the night's judge, value model and
-    /// practice partner: one slot, the night's context and GPU layers.
+    /// The model at `model` as the night's judge, value model or practice
+    /// partner: one slot, the night's context and GPU layers.
     pub fn engine(
         &self,
         model: &std::path::Path,
@@ -217,6 +274,7 @@ impl NightConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn night_json_then_the_shells_options_make_the_config() {
@@ -236,6 +294,14 @@ mod tests {
         .unwrap();
         let cfg = NightConfig::load(&home, None, &none).unwrap();
         assert_eq!((cfg.window, cfg.gpu_layers), (4, 3));
+        assert_eq!(cfg.judge, JudgeModel::Installed, "the default judge");
+        std::fs::write(
+            home.root().join("night.json"),
+            r#"{"window": 4, "gpu_layers": 3, "judge": "deployed"}"#,
+        )
+        .unwrap();
+        let cfg = NightConfig::load(&home, None, &none).unwrap();
+        assert_eq!(cfg.judge, JudgeModel::Deployed);
         let flags = NightOverrides {
             gpu_layers: Some(99),
             practice: vec![PracticeBatch {
@@ -243,12 +309,14 @@ mod tests {
                 tasks: 2,
             }],
             practice_samples: Some(3),
+            judge: Some(JudgeModel::Installed),
         };
         let cfg = NightConfig::load(&home, None, &flags).unwrap();
         assert_eq!(
             (cfg.window, cfg.gpu_layers, cfg.practice_samples),
             (4, 99, 3)
         );
+        assert_eq!(cfg.judge, JudgeModel::Installed, "the flag wins");
         assert_eq!(cfg.practice, flags.practice);
         let held_out = NightOverrides {
             practice: vec![PracticeBatch {
@@ -258,6 +326,23 @@ mod tests {
             ..NightOverrides::default()
         };
         assert!(NightConfig::load(&home, None, &held_out).is_err());
+        let e = JudgeModel::parse("/no/such/judge.gguf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("neither `installed`, `deployed` nor a GGUF file"),
+            "{e}"
+        );
+        let gone = JudgeModel::File(dir.path().join("gone.gguf"));
+        let store = reverie_store::Store::open(&home).unwrap();
+        let e = gone
+            .resolve(&store, Path::new("day.gguf"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is not a file") && e.contains("night.json"),
+            "{e}"
+        );
         std::fs::write(home.root().join("night.json"), "{window: 4").unwrap();
         let e = NightConfig::load(&home, None, &none)
             .unwrap_err()

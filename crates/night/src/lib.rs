@@ -62,7 +62,7 @@ mod verifier;
 mod verify;
 
 pub use advantage::advantage;
-pub use config::{NightConfig, NightOverrides, PracticeBatch};
+pub use config::{JudgeModel, NightConfig, NightOverrides, PracticeBatch};
 pub use error::NightError;
 pub use estimate::{estimate, Estimate};
 pub use event::{NightEvent, Stage};

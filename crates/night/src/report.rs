@@ -27,9 +27,13 @@ pub struct NightReport {
     /// Messages from this time on (ms since the epoch) are the night's day.
     #[ts(type = "number")]
     pub since_ms: i64,
-    /// The model the day ran on: judge, value model and base of training.
+    /// The model the day ran on: the base of training.
     #[ts(type = "string")]
     pub base: PathBuf,
+    /// The judge and value model (empty in reports from before it was
+    /// chosen apart from `base`: then `base`).
+    #[ts(type = "string")]
+    pub judge: PathBuf,
     /// Stages finished, in order; a resumed night starts after the last.
     pub done: Vec<Stage>,
     /// Wall time of each finished stage.
@@ -162,6 +166,15 @@ impl NightReport {
             since_ms,
             base,
             ..NightReport::default()
+        }
+    }
+
+    /// The judge and value model's file.
+    pub fn judge_model(&self) -> &std::path::Path {
+        if self.judge.as_os_str().is_empty() {
+            &self.base
+        } else {
+            &self.judge
         }
     }
 

@@ -37,8 +37,8 @@ pub struct NightRun<'a> {
     pub dir: PathBuf,
     pub cancel: &'a CancelFlag,
     on: &'a mut dyn FnMut(NightEvent),
-    /// The deployed model as judge and value model, loaded on first use
-    /// and released before training.
+    /// The judge and value model, loaded on first use and released before
+    /// training.
     engine: Option<Engine>,
     /// Trained tonight and not exported yet (absent when resumed).
     pub trained: Option<stages::train::Trained>,
@@ -57,7 +57,7 @@ impl NightRun<'_> {
 
     pub fn engine(&mut self) -> Result<&Engine, NightError> {
         if self.engine.is_none() {
-            self.engine = Some(self.cfg.engine(&self.report.base)?);
+            self.engine = Some(self.cfg.engine(self.report.judge_model())?);
         }
         Ok(self.engine.as_ref().expect("loaded above"))
     }
@@ -180,8 +180,11 @@ pub fn run_night(
                 .rev()
                 .find(|n| n.status == NightStatus::Done)
                 .map_or(0, |n| n.started_ms);
+            let judge = cfg.judge.resolve(store, model)?;
             let id = store.start_night()?;
-            (id, NightReport::new(since, model.to_path_buf()))
+            let mut report = NightReport::new(since, model.to_path_buf());
+            report.judge = judge;
+            (id, report)
         }
     };
     let dir = home.checkpoints().join(format!("night-{id}"));

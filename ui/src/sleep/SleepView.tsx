@@ -8,6 +8,11 @@ import { MoonIcon } from "../icons";
 import { Schedule } from "./Schedule";
 import { judgeAgreement } from "../review/nightStats";
 
+/** The last part of a path, for a model shown by its file's name. */
+function fileName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
+}
+
 /** The morning summary's line on the judge against the person's ratings. */
 function JudgeRow({ report }: { report: NightReport }) {
   const judge = judgeAgreement(report);
@@ -160,6 +165,7 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
               <table>
                 <tbody>
                   <tr><th>sub-tasks judged</th><td>{o.report.summary?.tasks ?? 0}</td></tr>
+                  <tr data-testid="judge-model"><th>judged by</th><td><code>{fileName(o.report.judge || o.report.base)}</code></td></tr>
                   <tr><th>mean reward</th><td>{percent(o.report.summary?.mean_reward)}</td></tr>
                   <tr><th>mean predicted</th><td>{percent(o.report.summary?.mean_predicted)}</td></tr>
                   <JudgeRow report={o.report} />

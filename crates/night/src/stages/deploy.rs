@@ -1,5 +1,5 @@
 //! Stage 9, deploy: a verified model becomes the active checkpoint (the
-//! day's model becomes the first one, so the night can be rolled back);
+//! day's model is recorded as its parent, so the night can be rolled back);
 //! otherwise the current model stays and the report says why.
 
 use crate::error::NightError;
@@ -19,10 +19,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
         return Ok(night.keep(Stage::Deploy, why));
     }
     let (store, base, merged) = (night.store, night.base().to_path_buf(), night.merged());
-    if store.checkpoints()?.is_empty() {
-        let sha = reverie_models::fetch::sha256_file(&base)?;
-        store.add_checkpoint(&base.display().to_string(), &sha, None, true)?;
-    }
+    crate::checkpoint::record_base(store, &base)?;
     let sha = reverie_models::fetch::sha256_file(&merged)?;
     let cp = store.add_checkpoint(&merged.display().to_string(), &sha, Some(night.id), true)?;
     reverie_models::active::set_active(night.home, &merged)?;

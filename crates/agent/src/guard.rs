@@ -68,8 +68,18 @@ pub(crate) fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
 /// the turn ran to its call limit. A call that changed something or failed
 /// is the same only with the same arguments (two writes can report the
 /// same size).
+/// The calculator's results are the same when their values are: asked to
+/// add a CSV column, the default model called it with the sum, then again
+/// and again with the sum's bare value (`646 = 646`) until the harness
+/// stopped the turn (6 of 20 simulated files tasks).
 pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str) -> String {
-    if read_ok {
+    let value = (tool == "calculator")
+        .then(|| result.split_once(" = "))
+        .flatten()
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if let (true, Some(value)) = (read_ok, value) {
+        format!("{tool}\u{0}={value}")
+    } else if read_ok {
         format!("{tool}\u{0}{result}")
     } else {
         format!("{tool}\u{0}{arguments}\u{0}{result}")
@@ -221,6 +231,25 @@ mod tests {
         assert_eq!(g.record(&write("ab"), true), None);
         assert_eq!(g.record(&write("cd"), true), None);
         assert_eq!(g.record(&write("cd"), true), Some(REPEAT_HINT));
+    }
+
+    #[test]
+    fn a_calculator_call_on_a_value_it_already_gave_repeats_it() {
+        let mut g = TurnGuard::new(2);
+        let calc = |expression: &str, result: &str| {
+            signature(
+                "calculator",
+                &format!(r#"{{"expression":"{expression}"}}"#),
+                true,
+                &format!("{result}  {RESULT_HINT}"),
+            )
+        };
+        assert_eq!(g.record(&calc("173 + 473", "173 + 473 = 646"), true), None);
+        assert_eq!(g.record(&calc("646", "646 = 646"), true), Some(REPEAT_HINT));
+        assert_eq!(g.record(&calc("646 * 2", "646 * 2 = 1292"), true), None);
+        // A refusal has no value: it is told apart by its arguments.
+        let refused = signature("calculator", r#"{"expression":"x"}"#, false, "error: `x`");
+        assert_eq!(g.record(&refused, false), None);
     }
 
     #[test]

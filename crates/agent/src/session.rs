@@ -270,6 +270,9 @@ impl<'a> ChannelSession<'a> {
         let mut sampled = 0;
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
+        // A call that repeated an earlier one to no effect: the model has
+        // what it needs, and the next reply is its answer in words.
+        let mut answer_next = false;
         self.blocked.clear();
         let mut last: Reply;
         loop {
@@ -308,6 +311,7 @@ impl<'a> ChannelSession<'a> {
                 if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
+                    answer_next |= hint == REPEAT_HINT;
                     text = format!("{text}\n\n{hint}");
                     // The default model repeats a failing call whatever it
                     // is told; its grammar no longer lets it this turn.
@@ -353,6 +357,14 @@ impl<'a> ChannelSession<'a> {
                 } else {
                     StopReason::ToolLimit
                 };
+                break;
+            }
+            if let (true, Some(constraint)) = (answer_next, wrap_up) {
+                // Told to use the result, the default model called again
+                // until the harness stopped the turn, and then, told to
+                // answer, copied the last result as its answer.
+                last = self.wrap_up(constraint, params, cancel, on_event)?;
+                sampled += last.sampled;
                 break;
             }
             // The next reply's scaffolding (the assistant prompt) is stored with it.

@@ -165,7 +165,9 @@ export function SleepView({ onAwake }: { onAwake: () => void }) {
               <table>
                 <tbody>
                   <tr><th>sub-tasks judged</th><td>{o.report.summary?.tasks ?? 0}</td></tr>
-                  <tr data-testid="judge-model"><th>judged by</th><td><code>{fileName(o.report.judge || o.report.base)}</code></td></tr>
+                  {(o.report.judge || o.report.base) && (
+                    <tr data-testid="judge-model"><th>judged by</th><td><code>{fileName(o.report.judge || o.report.base)}</code></td></tr>
+                  )}
                   <tr><th>mean reward</th><td>{percent(o.report.summary?.mean_reward)}</td></tr>
                   <tr><th>mean predicted</th><td>{percent(o.report.summary?.mean_predicted)}</td></tr>
                   <JudgeRow report={o.report} />

@@ -248,6 +248,8 @@ test("sleep: confirmation, live progress with a loss chart, morning summary, rol
   const summary = page.getByTestId("morning-summary");
   await expect(summary).toContainText("Deployed a new checkpoint");
   await expect(summary).toContainText("41.60 → 41.20");
+  // The night was judged by the model as installed, not the one it trained.
+  await expect(summary.getByTestId("judge-model")).toHaveText("judged byqwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
   await expect(summary.getByTestId("judge-agreement-summary")).toHaveText("your ratingsjudge agreed with your ratings on 3 of 4");
   await expect(summary.getByTestId("practice-lines")).toContainText("6 of 16 attempts passed");
   const checks = summary.getByTestId("task-checks");

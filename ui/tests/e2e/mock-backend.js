@@ -203,6 +203,8 @@
     emit({
       kind: "finished", night: 3, deployed: "/ckpt/night-3/model-q8_0.gguf", kept_reason: null,
       report: {
+        base: "/ckpt/night-2/model-q8_0.gguf",
+        judge: "/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         summary: { tasks: 5, mean_reward: 0.8, mean_predicted: 0.7, mean_abs_prediction_error: 0.1 },
         judge_agreement: { rated: 4, compared: 4, agreed: 3, missed_failures: 1 },
         train: { steps: 8, tokens: 5000, losses: [] },

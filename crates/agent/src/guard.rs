@@ -86,12 +86,13 @@ pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str
     }
 }
 
-/// The hint a successful result of `tool` ends with, if any; `changed`:
-/// whether the call changed something ([`changes`]).
-pub(crate) fn result_hint(tool: &str, changed: bool) -> Option<&'static str> {
+/// The hint a successful result `text` of `tool` ends with, if any;
+/// `changed`: whether the call changed something ([`changes`]). A table's
+/// contents shown with its column totals need no calculator.
+pub(crate) fn result_hint(tool: &str, changed: bool, text: &str) -> Option<&'static str> {
     if changed {
         Some(DONE_HINT)
-    } else if tool == "read_file" {
+    } else if tool == "read_file" && !text.contains(reverie_tools::COLUMN_TOTALS) {
         Some(READ_HINT)
     } else {
         (!LOCATING_TOOLS.contains(&tool)).then_some(RESULT_HINT)
@@ -255,8 +256,9 @@ mod tests {
     #[test]
     fn a_call_that_changed_something_is_told_to_say_what_it_did() {
         let args = |a: &str| serde_json::json!({ "action": a });
-        let hint =
-            |tool: &str, arguments: serde_json::Value| result_hint(tool, changes(tool, &arguments));
+        let hint = |tool: &str, arguments: serde_json::Value| {
+            result_hint(tool, changes(tool, &arguments), "")
+        };
         assert_eq!(hint("notes", args("create")), Some(DONE_HINT));
         assert_eq!(hint("write_file", serde_json::json!({})), Some(DONE_HINT));
         assert_eq!(hint("recipe", args("save")), Some(DONE_HINT));
@@ -266,6 +268,8 @@ mod tests {
         assert_eq!(hint("calculator", serde_json::json!({})), Some(RESULT_HINT));
         assert_eq!(hint("read_file", serde_json::json!({})), Some(READ_HINT));
         assert_eq!(hint("glob", serde_json::json!({})), None);
+        let table = "a.csv: lines 1-3 of 3\n…\nColumn totals (2 rows): amount 7";
+        assert_eq!(result_hint("read_file", false, table), Some(RESULT_HINT));
     }
 
     #[test]

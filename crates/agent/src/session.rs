@@ -540,7 +540,7 @@ impl<'a> ChannelSession<'a> {
                                         image: a.is_image,
                                     });
                                 }
-                                match result_hint(&name, changing) {
+                                match result_hint(&name, changing, &text) {
                                     Some(hint) => (true, format!("{text}\n\n{hint}")),
                                     None => (true, text),
                                 }

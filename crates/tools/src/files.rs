@@ -120,6 +120,15 @@ fn read_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             end + 1
         ));
     }
+    // Totals only of the whole table: a part's would read as the file's.
+    let whole = a.offset == 1 && end == total;
+    if let Some(totals) = crate::table::delimiter(&a.path)
+        .filter(|_| whole)
+        .and_then(|d| crate::table::column_totals(&text, d))
+    {
+        out.push_str(&totals);
+        out.push('\n');
+    }
     Ok(out.into())
 }
 

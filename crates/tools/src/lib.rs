@@ -58,6 +58,7 @@ mod sandbox;
 mod search;
 mod services;
 mod system;
+mod table;
 mod workspace;
 
 use std::sync::atomic::AtomicBool;
@@ -77,6 +78,7 @@ pub use media::image_kind;
 pub use sandbox::{SandboxMode, Support as SandboxSupport};
 pub use services::Services;
 pub use system::{agent_section_text, section_with_summary};
+pub use table::COLUMN_TOTALS;
 pub use workspace::{Workspace, SCRATCHPAD};
 
 /// A file or image the tool puts into the chat.

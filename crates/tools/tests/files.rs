@@ -6,6 +6,34 @@ use serde_json::json;
 use util::{assert_has, Fixture};
 
 #[test]
+fn a_table_read_whole_shows_its_column_totals() {
+    let f = Fixture::new();
+    let rows: String = (1..=6)
+        .map(|i| format!("2026-10-0{i},west,{}\n", i * 10))
+        .collect();
+    f.ok_text(
+        "write_file",
+        json!({"path": "data/sales.csv", "content": format!("date,region,amount\n{rows}")}),
+    );
+    let whole = f.ok_text("read_file", json!({"path": "data/sales.csv"}));
+    assert!(
+        whole.ends_with("7| 2026-10-06,west,60\nColumn totals (6 rows): amount 210\n"),
+        "{whole}"
+    );
+    // A part of the table has no totals: they would read as the file's.
+    let part = f.ok_text("read_file", json!({"path": "data/sales.csv", "limit": 3}));
+    assert!(!part.contains("Column totals"), "{part}");
+    // Nor has a file that is not a table.
+    f.ok_text(
+        "write_file",
+        json!({"path": "n.txt", "content": "a,b\n1,2\n3,4\n"}),
+    );
+    assert!(!f
+        .ok_text("read_file", json!({"path": "n.txt"}))
+        .contains("Column totals"));
+}
+
+#[test]
 fn read_write_edit_with_line_ranges() {
     let f = Fixture::new();
     let body: String = (1..=250).map(|i| format!("line {i}\n")).collect();

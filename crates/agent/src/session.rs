@@ -361,8 +361,15 @@ impl<'a> ChannelSession<'a> {
             }
             if let (true, Some(constraint)) = (answer_next, wrap_up) {
                 // Told to use the result, the default model called again
-                // until the harness stopped the turn, and then, told to
-                // answer, copied the last result as its answer.
+                // until the harness stopped the turn. Held to words right
+                // after the result, it answered the result's hint ("Yes,
+                // the answer is 14."); the person's request, quoted last,
+                // is what the answer is for.
+                self.record_notice(&then)?;
+                on_event(ChatEvent::Notice {
+                    channel: ch,
+                    text: then,
+                });
                 last = self.wrap_up(constraint, params, cancel, on_event)?;
                 sampled += last.sampled;
                 break;

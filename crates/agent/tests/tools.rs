@@ -221,8 +221,8 @@ fn texts(msgs: &[Message], role: MessageRole) -> Vec<&str> {
 fn a_repeated_call_gets_a_reminder_and_the_next_reply_answers_in_words() {
     let (_dir, out, msgs, store) = read_f3_again_and_again("loop", true);
     // The repeat's result says to use it; the model, held to calls by its
-    // own grammar, gets the answer grammar for the next reply, without a
-    // notice.
+    // own grammar, is asked for its answer, with the request quoted, under
+    // the answer grammar.
     assert_eq!(out.tool_calls, 2);
     assert_ne!(out.reason, StopReason::ToolLimit, "{:?}", out.reason);
     let tool = texts(&msgs, MessageRole::Tool);
@@ -245,7 +245,15 @@ fn a_repeated_call_gets_a_reminder_and_the_next_reply_answers_in_words() {
         !msgs
             .iter()
             .any(|m| m.text.starts_with("This turn was stopped")),
-        "no notice"
+        "not stopped"
+    );
+    let asked = &msgs[msgs.len() - 2];
+    assert!(
+        asked.role == MessageRole::User
+            && asked.text.starts_with("Answer now with what you have")
+            && asked.text.ends_with("read f3 again and again"),
+        "the request is quoted last: {}",
+        asked.text
     );
     let answer = msgs.last().unwrap();
     assert_eq!(answer.role, MessageRole::Assistant);

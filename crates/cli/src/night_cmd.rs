@@ -216,6 +216,7 @@ pub fn sleep(home: &Home, a: SleepArgs) -> anyhow::Result<ExitCode> {
 /// The night at a glance: what was judged, what was expected, what trained.
 fn print_morning(r: &NightReport) {
     if !r.tasks.is_empty() {
+        println!("\n  judged by {}", r.judge_model().display());
         println!("\n  reward  expected  advantage  sub-task");
         let num = |v: Option<f32>| v.map_or("  –  ".to_string(), |x| format!("{x:5.2}"));
         for (i, t) in r.tasks.iter().enumerate() {

@@ -271,7 +271,8 @@ impl<'a> ChannelSession<'a> {
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
         // A call that repeated an earlier one to no effect: the model has
-        // what it needs, and the next reply is its answer in words.
+        // what it needs, and the next reply is its answer in words (unless
+        // repeats are allowed without end).
         let mut answer_next = false;
         self.blocked.clear();
         let mut last: Reply;
@@ -311,7 +312,7 @@ impl<'a> ChannelSession<'a> {
                 if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
-                    answer_next |= hint == REPEAT_HINT;
+                    answer_next |= hint == REPEAT_HINT && max_repeats != usize::MAX;
                     text = format!("{text}\n\n{hint}");
                     // The default model repeats a failing call whatever it
                     // is told; its grammar no longer lets it this turn.

@@ -30,9 +30,8 @@ pub struct AgentConfig {
     pub tools: bool,
     pub max_tool_calls: usize,
     /// Calls in a row that repeat an earlier call of the turn to no effect
-    /// (same arguments, same result) and so end it as a loop where no
-    /// answer is asked for after the first (`usize::MAX`: never, and no
-    /// answer is asked for either).
+    /// (same arguments, same result) and so end it as a loop
+    /// (`usize::MAX`: never).
     pub max_repeated_calls: usize,
     /// Only these tools (all when `None`).
     pub allowed_tools: Option<Vec<String>>,

@@ -270,10 +270,6 @@ impl<'a> ChannelSession<'a> {
         let mut sampled = 0;
         let max_repeats = self.tools.as_ref().map_or(0, |t| t.max_repeated_calls);
         let mut guard = TurnGuard::new(max_repeats);
-        // A call that repeated an earlier one to no effect: the model has
-        // what it needs, and the next reply is its answer in words (unless
-        // repeats are allowed without end).
-        let mut answer_next = false;
         self.blocked.clear();
         let mut last: Reply;
         loop {
@@ -312,7 +308,6 @@ impl<'a> ChannelSession<'a> {
                 if let Some(hint) = guard.record(&signature, ok) {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
-                    answer_next |= hint == REPEAT_HINT && max_repeats != usize::MAX;
                     text = format!("{text}\n\n{hint}");
                     // The default model repeats a failing call whatever it
                     // is told; its grammar no longer lets it this turn.
@@ -358,21 +353,6 @@ impl<'a> ChannelSession<'a> {
                 } else {
                     StopReason::ToolLimit
                 };
-                break;
-            }
-            if let (true, Some(constraint)) = (answer_next, wrap_up) {
-                // Told to use the result, the default model called again
-                // until the harness stopped the turn. Held to words right
-                // after the result, it answered the result's hint ("Yes,
-                // the answer is 14."); the person's request, quoted last,
-                // is what the answer is for.
-                self.record_notice(&then)?;
-                on_event(ChatEvent::Notice {
-                    channel: ch,
-                    text: then,
-                });
-                last = self.wrap_up(constraint, params, cancel, on_event)?;
-                sampled += last.sampled;
                 break;
             }
             // The next reply's scaffolding (the assistant prompt) is stored with it.

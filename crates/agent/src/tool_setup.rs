@@ -167,8 +167,7 @@ pub struct ToolSetup {
     pub format: Box<dyn ToolCallFormat>,
     pub max_calls: usize,
     /// Calls in a row repeating an earlier call to no effect that end the
-    /// turn when `wrap_up` is off (`usize::MAX`: never; with `wrap_up`, the
-    /// first repeat is followed by the answer unless this is `usize::MAX`).
+    /// turn (`usize::MAX`: never).
     pub max_repeated_calls: usize,
     /// Only these tools are offered and run (all when `None`).
     pub allowed: Option<Vec<String>>,

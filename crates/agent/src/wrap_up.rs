@@ -1,9 +1,7 @@
 //! The last reply of a stopped turn. When the harness stops a turn (the
 //! tool-call limit, or calls that keep failing) the model gets one more
 //! reply in which it cannot call a tool, so the turn ends on an answer made
-//! from what it found instead of on a call nobody will run. A call that
-//! repeated an earlier one to no effect gets that reply too, asked for
-//! with the request quoted but without a stop notice.
+//! from what it found instead of on a call nobody will run.
 
 use reverie_core::{Message, MessageRole, TokenRole};
 use reverie_infer::Constraint;

@@ -5,10 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use reverie_agent::toolcall::{Hermes, ToolCallFormat};
-use reverie_agent::{
-    Agent, AgentConfig, CancelFlag, ChannelSession, ChatEvent, ToolSetup, TurnOutcome,
-};
-use reverie_core::{Home, Message, MessageRole, SamplingParams, StopReason, TokenRole};
+use reverie_agent::{Agent, AgentConfig, CancelFlag, ChannelSession, ChatEvent, ToolSetup};
+use reverie_core::{Home, MessageRole, SamplingParams, StopReason, TokenRole};
 use reverie_gguf::synth::{self, Arch, SynthConfig};
 use reverie_infer::{Constraint, Engine, EngineConfig};
 use reverie_store::Store;
@@ -176,14 +174,10 @@ fn eight_channels_fifty_tool_calls_each_without_cross_talk() {
     assert_eq!(notices, CHANNELS * TURNS, "each turn says it hit the limit");
 }
 
-/// A model held to `read_file("f3.txt")` again and again, in channel
-/// `name`; `answer`: whether a stopped turn ends on an answer in words.
-fn read_f3_again_and_again(
-    name: &str,
-    answer: bool,
-) -> (tempfile::TempDir, TurnOutcome, Vec<Message>, Arc<Store>) {
-    let (dir, store, services, engine) = setup(1);
-    write_files(&services, &store, name);
+#[test]
+fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "loop");
     let agent = Agent::new(
         engine,
         store.clone(),
@@ -195,96 +189,39 @@ fn read_f3_again_and_again(
             reply_constraint: Some(Constraint::Gbnf(
                 r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
             )),
-            answer_when_stopped: answer,
             ..AgentConfig::default()
         },
     );
     let out = agent
-        .send(name, "read f3 again and again", &sampling(1), |_| {})
+        .send("loop", "read f3 again and again", &sampling(1), |_| {})
         .unwrap()
         .wait()
         .unwrap();
     agent.shutdown();
-    let id = store.channel_by_name(name).unwrap().unwrap().id;
+    // The first repeat gets the reminder; the second, ignoring it, ends
+    // the turn.
+    assert_eq!(out.tool_calls, 3);
+    assert_eq!(out.reason, StopReason::ToolLimit);
+    let id = store.channel_by_name("loop").unwrap().unwrap().id;
     let msgs = store.messages(id).unwrap();
-    (dir, out, msgs, store)
-}
-
-fn texts(msgs: &[Message], role: MessageRole) -> Vec<&str> {
-    msgs.iter()
-        .filter(|m| m.role == role)
+    let tool: Vec<&str> = msgs
+        .iter()
+        .filter(|m| m.role == MessageRole::Tool)
         .map(|m| m.text.as_str())
-        .collect()
-}
-
-#[test]
-fn a_repeated_call_gets_a_reminder_and_the_next_reply_answers_in_words() {
-    let (_dir, out, msgs, store) = read_f3_again_and_again("loop", true);
-    // The repeat's result says to use it; the model, held to calls by its
-    // own grammar, is asked for its answer, with the request quoted, under
-    // the answer grammar.
-    assert_eq!(out.tool_calls, 2);
-    assert_ne!(out.reason, StopReason::ToolLimit, "{:?}", out.reason);
-    let tool = texts(&msgs, MessageRole::Tool);
-    assert_eq!(tool.len(), 2);
+        .collect();
+    assert_eq!(tool.len(), 3);
     assert!(!tool[0].contains("Same call"), "{}", tool[0]);
     assert!(
         tool[0].contains("tell the user the answer now"),
         "a result that may be the answer says so: {}",
         tool[0]
     );
-    assert!(tool[1].contains("loop holds file 3"), "{}", tool[1]);
-    assert!(
-        tool[1].contains("Same call and result as earlier"),
-        "{}",
-        tool[1]
-    );
-    assert!(reverie_agent::repeats_an_earlier_call(tool[1]));
-    assert!(!reverie_agent::repeats_an_earlier_call(tool[0]));
-    assert!(
-        !msgs
-            .iter()
-            .any(|m| m.text.starts_with("This turn was stopped")),
-        "not stopped"
-    );
-    let asked = &msgs[msgs.len() - 2];
-    assert!(
-        asked.role == MessageRole::User
-            && asked.text.starts_with("Answer now with what you have")
-            && asked.text.ends_with("read f3 again and again"),
-        "the request is quoted last: {}",
-        asked.text
-    );
-    let answer = msgs.last().unwrap();
-    assert_eq!(answer.role, MessageRole::Assistant);
-    assert!(
-        !answer.text.contains('{') && !answer.text.contains('<'),
-        "{}",
-        answer.text
-    );
-    // The call's own record keeps the tool's result as it was.
-    let results: Vec<String> = msgs
-        .iter()
-        .flat_map(|m| store.tool_calls(m.id).unwrap())
-        .map(|c| c.result.unwrap_or_default())
-        .collect();
-    assert_eq!(results.len(), 2);
-    assert!(results
-        .iter()
-        .all(|r| r == &results[0] && !r.contains("Same call")));
-    assert_eq!(tool[0], results[0]);
-}
-
-#[test]
-fn without_answers_a_second_repeat_that_ignored_the_reminder_stops_the_turn() {
-    let (_dir, out, msgs, _store) = read_f3_again_and_again("loop", false);
-    assert_eq!(out.tool_calls, 3);
-    assert_eq!(out.reason, StopReason::ToolLimit);
-    let tool = texts(&msgs, MessageRole::Tool);
-    assert_eq!(tool.len(), 3);
     for t in &tool[1..] {
+        assert!(t.contains("loop holds file 3"), "{t}");
         assert!(t.contains("Same call and result as earlier"), "{t}");
+        assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
     }
+    assert!(!reverie_agent::repeats_an_earlier_call(tool[0]));
     let notice = msgs
         .iter()
         .find(|m| m.role == MessageRole::User && m.text.starts_with("This turn was stopped"))
@@ -296,11 +233,17 @@ fn without_answers_a_second_repeat_that_ignored_the_reminder_stops_the_turn() {
         "{}",
         notice.text
     );
-    assert_eq!(
-        msgs.last().unwrap().role,
-        MessageRole::User,
-        "no answer after it"
-    );
+    // The call's own record keeps the tool's result as it was.
+    let results: Vec<String> = msgs
+        .iter()
+        .flat_map(|m| store.tool_calls(m.id).unwrap())
+        .map(|c| c.result.unwrap_or_default())
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results
+        .iter()
+        .all(|r| r == &results[0] && !r.contains("Same call")));
+    assert_eq!(tool[0], results[0]);
 }
 
 #[test]

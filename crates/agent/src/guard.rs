@@ -67,17 +67,15 @@ pub(crate) fn changes(tool: &str, arguments: &serde_json::Value) -> bool {
 /// again and again, changing each time a title the listing ignores, and
 /// the turn ran to its call limit. A call that changed something or failed
 /// is the same only with the same arguments (two writes can report the
-/// same size).
-/// The calculator's results are the same when their values are: asked to
-/// add a CSV column, the default model called it with the sum, then again
-/// and again with the sum's bare value (`646 = 646`) until the harness
-/// stopped the turn (6 of 20 simulated files tasks).
+/// same size). The calculator's results are the same when their values
+/// are: asked to add a CSV column, the default model called it with the
+/// sum, then again and again with the sum's bare value (`646 = 646`) until
+/// the harness stopped the turn (6 of 20 simulated files tasks).
 pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str) -> String {
-    let value = (tool == "calculator")
-        .then(|| result.split_once(" = "))
-        .flatten()
-        .and_then(|(_, rest)| rest.split_whitespace().next());
-    if let (true, Some(value)) = (read_ok, value) {
+    let value = (read_ok && tool == "calculator")
+        .then(|| result.split_once(" = ")?.1.split_whitespace().next())
+        .flatten();
+    if let Some(value) = value {
         format!("{tool}\u{0}={value}")
     } else if read_ok {
         format!("{tool}\u{0}{result}")

@@ -84,7 +84,7 @@ pub fn record_base(store: &Store, base: &Path) -> Result<(), NightError> {
 }
 
 /// Whether the checkpoint recorded at `recorded` is the file at `path`.
-fn same_file(recorded: &str, path: &Path) -> bool {
+pub(crate) fn same_file(recorded: &str, path: &Path) -> bool {
     let recorded = Path::new(recorded);
     recorded == path
         || std::fs::canonicalize(recorded)

@@ -143,10 +143,9 @@ impl Measured {
         let Ok(model) = std::fs::canonicalize(model) else {
             return Ok(None);
         };
-        let same_file = |p: &str| std::fs::canonicalize(p).is_ok_and(|p| p == model);
         let Some((night, sha)) = store.checkpoints()?.into_iter().rev().find_map(|c| {
             c.night
-                .filter(|_| same_file(&c.path))
+                .filter(|_| crate::checkpoint::same_file(&c.path, &model))
                 .map(|n| (n, c.sha256))
         }) else {
             return Ok(None);

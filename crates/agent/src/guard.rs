@@ -85,10 +85,13 @@ pub(crate) fn signature(tool: &str, arguments: &str, read_ok: bool, result: &str
 }
 
 /// The hint a successful result `text` of `tool` ends with, if any;
-/// `changed`: whether the call changed something ([`changes`]). A table's
-/// contents shown with its column totals need no calculator.
+/// `changed`: whether the call changes something ([`changes`]). A table's
+/// contents shown with its column totals need no calculator; a change
+/// that changed nothing gets the guard's [`ALREADY_DONE_HINT`] instead.
 pub(crate) fn result_hint(tool: &str, changed: bool, text: &str) -> Option<&'static str> {
-    if changed {
+    if changed && text.starts_with(reverie_tools::UNCHANGED) {
+        None
+    } else if changed {
         Some(DONE_HINT)
     } else if tool == "read_file" && !text.contains(reverie_tools::COLUMN_TOTALS) {
         Some(READ_HINT)
@@ -110,6 +113,19 @@ pub(crate) const REPEAT_HINT: &str =
 /// the call would fail again, it still did (10 of 10).
 pub(crate) const FAILED_AGAIN_HINT: &str =
     "(This exact call already failed the same way in this turn; the tool is not offered again until the next question. Do what the error says with another tool, or answer in words.)";
+
+/// Added to the result of a changing call that changed nothing (its tool
+/// says [`reverie_tools::UNCHANGED`]: the file already held that content,
+/// the note was already saved), whose tool then leaves the turn's grammar.
+/// Told "That is done" after each identical rewrite of the ledger, the
+/// default model wrote it again until the harness stopped the turn.
+pub(crate) const ALREADY_DONE_HINT: &str =
+    "(That was already done, so nothing changed; the tool is not offered again until the next question. Do the rest of what the user asked, or tell them in words what you did.)";
+
+/// Whether a hint takes the call's tool out of the rest of the turn.
+pub(crate) fn blocks_tool(hint: &str) -> bool {
+    hint == FAILED_AGAIN_HINT || hint == ALREADY_DONE_HINT
+}
 
 /// Why the harness stops a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +203,16 @@ impl TurnGuard {
         } else {
             None
         }
+    }
+
+    /// Records a changing call that changed nothing: a success that
+    /// repeats what the turn already did. Returns its hint.
+    pub fn record_unchanged(&mut self) -> &'static str {
+        self.last_failure = None;
+        self.same_failures = 0;
+        self.failures_in_row = 0;
+        self.repeats_in_row += 1;
+        ALREADY_DONE_HINT
     }
 
     /// Whether the turn must stop now, having made `calls_made` of its
@@ -268,6 +294,20 @@ mod tests {
         assert_eq!(hint("glob", serde_json::json!({})), None);
         let table = "a.csv: lines 1-3 of 3\n…\nColumn totals (2 rows): amount 7";
         assert_eq!(result_hint("read_file", false, table), Some(RESULT_HINT));
+    }
+
+    #[test]
+    fn a_change_that_changed_nothing_blocks_its_tool_and_counts_as_a_repeat() {
+        let mut g = TurnGuard::new(2);
+        let unchanged = "unchanged: `a.csv` already holds exactly this content";
+        assert_eq!(result_hint("write_file", true, unchanged), None);
+        assert_eq!(g.record("read_file a.csv: not found", false), None);
+        assert_eq!(g.record_unchanged(), ALREADY_DONE_HINT);
+        assert!(blocks_tool(ALREADY_DONE_HINT) && blocks_tool(FAILED_AGAIN_HINT));
+        assert!(!blocks_tool(REPEAT_HINT));
+        assert_eq!(g.stop(2, 24), None, "it also ends the run of failures");
+        g.record_unchanged();
+        assert_eq!(g.stop(3, 24), Some(StopCause::RepeatedCall));
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod session;
 pub mod stray;
 mod tool_setup;
 pub mod toolcall;
+pub mod unseen_files;
 pub mod wrap_up;
 
 pub use actor::{Agent, AgentConfig, PendingTurn};

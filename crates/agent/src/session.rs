@@ -12,7 +12,7 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{result_hint, TurnGuard, FAILED_AGAIN_HINT, REPEAT_HINT};
+use crate::guard::{result_hint, TurnGuard, ALREADY_DONE_HINT, FAILED_AGAIN_HINT, REPEAT_HINT};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -24,9 +24,12 @@ fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether a tool message is the result of a call that repeated an earlier
-/// call of its turn to no effect (same arguments, same result or error).
+/// call of its turn to no effect (same arguments, same result or error),
+/// or a change that changed nothing.
 pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
-    tool_message.ends_with(REPEAT_HINT) || tool_message.ends_with(FAILED_AGAIN_HINT)
+    [REPEAT_HINT, FAILED_AGAIN_HINT, ALREADY_DONE_HINT]
+        .iter()
+        .any(|hint| tool_message.ends_with(hint))
 }
 
 /// One call's outcome as the loop sees it.
@@ -36,6 +39,8 @@ struct CallResult {
     /// Name, arguments and result: equal for a call repeated to no effect.
     signature: String,
     ok: bool,
+    /// A changing call that changed nothing ([`reverie_tools::UNCHANGED`]).
+    unchanged: bool,
     text: String,
     /// Images the result shows the model (multimodal models only).
     images: Vec<ImageRun>,
@@ -272,6 +277,7 @@ impl<'a> ChannelSession<'a> {
         let mut guard = TurnGuard::new(max_repeats);
         self.blocked.clear();
         let mut last: Reply;
+        let mut names_checked = false;
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
             sampled += last.sampled;
@@ -283,7 +289,26 @@ impl<'a> ChannelSession<'a> {
                 (None, _) => Vec::new(),
             };
             if calls.is_empty() {
-                break;
+                // An answer naming a file that is nowhere gets one look.
+                let missing = if names_checked || last.reason != StopReason::EndOfTurn {
+                    Vec::new()
+                } else {
+                    self.missing_files(text, &last.text)
+                };
+                names_checked = true;
+                if missing.is_empty() {
+                    break;
+                }
+                let notice = self.unseen_files_notice(&missing);
+                self.record_notice(&notice)?;
+                on_event(ChatEvent::Notice {
+                    channel: ch,
+                    text: notice,
+                });
+                let mut t = self.transcript.clone();
+                prefix = self.engine.extend_transcript(&mut t, &[])?;
+                self.transcript = t;
+                continue;
             }
             let stopped =
                 last.reason != StopReason::EndOfTurn && last.reason != StopReason::MaxTokens;
@@ -301,17 +326,24 @@ impl<'a> ChannelSession<'a> {
                 name,
                 mut text,
                 ok,
+                unchanged,
                 signature,
                 images,
             } in results
             {
-                if let Some(hint) = guard.record(&signature, ok) {
+                let hint = if unchanged {
+                    Some(guard.record_unchanged())
+                } else {
+                    guard.record(&signature, ok)
+                };
+                if let Some(hint) = hint {
                     // Recorded as data for the night; the reminder is for the model.
                     self.store.mark_repeated_call(last.message, &call_id)?;
                     text = format!("{text}\n\n{hint}");
-                    // The default model repeats a failing call whatever it
-                    // is told; its grammar no longer lets it this turn.
-                    if hint == FAILED_AGAIN_HINT && !self.blocked.contains(&name) {
+                    // The default model repeats a failing call, or a change
+                    // already made, whatever it is told; its grammar no
+                    // longer lets it this turn.
+                    if crate::guard::blocks_tool(hint) && !self.blocked.contains(&name) {
                         self.blocked.push(name);
                     }
                 }
@@ -557,6 +589,7 @@ impl<'a> ChannelSession<'a> {
                 name: name.clone(),
                 signature: crate::guard::signature(&name, &arguments, !changing && ok, &text),
                 ok,
+                unchanged: changing && ok && text.starts_with(reverie_tools::UNCHANGED),
                 text,
                 images,
             });
@@ -746,9 +779,33 @@ impl ChannelSession<'_> {
     /// tools, or where the template does not describe tools or llama.cpp
     /// cannot read it (then Hermes calls are read by hand, unconstrained).
     /// Tools the last turn took out of its grammar after a call of each
-    /// failed twice the same way (offered again from the next message).
+    /// failed twice the same way, or changed what was already so (offered
+    /// again from the next message).
     pub fn blocked_tools(&self) -> &[String] {
         &self.blocked
+    }
+
+    /// The files `reply` names that the workspace holds nowhere, where the
+    /// model could have looked (grep or glob allowed and not blocked).
+    fn missing_files(&self, request: &str, reply: &str) -> Vec<String> {
+        let Some(tools) = &self.tools else {
+            return Vec::new();
+        };
+        let can_look = ["grep", "glob"]
+            .iter()
+            .any(|t| tools.allows(t) && !self.blocked.iter().any(|b| b == t));
+        if !can_look {
+            return Vec::new();
+        }
+        crate::unseen_files::missing_files(tools.toolbox.workspace(), request, reply)
+    }
+
+    fn unseen_files_notice(&self, missing: &[String]) -> String {
+        let tools = self
+            .tools
+            .as_ref()
+            .expect("files are missed only with tools");
+        crate::unseen_files::notice(tools.toolbox.workspace(), missing)
     }
 
     /// Whether this turn has taken every allowed tool out of the grammar.

@@ -492,6 +492,111 @@ fn a_saved_note_is_told_to_be_reported_as_done() {
     assert!(!saved.contains("tell the user the answer now"), "{saved}");
 }
 
+/// Writing what a file already holds changes nothing: the model is told
+/// so, the call is marked as a repeat for the night, write_file leaves the
+/// turn's grammar, and one more such call stops the turn.
+#[test]
+fn a_write_that_changes_nothing_is_told_so_and_its_tool_leaves_the_turn() {
+    let (_dir, store, services, engine) = setup(1);
+    let write = r#"root ::= "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"ledger.csv\", \"content\": \"account,amount\\nbob,5\\n\"}}</tool_call>""#;
+    let mut s = forced_session(&engine, &store, &services, "ledger", write);
+    let mut notices = Vec::new();
+    let out = s
+        .send(
+            "keep a ledger",
+            &sampling(1),
+            &CancelFlag::default(),
+            &mut |e| {
+                if let ChatEvent::Notice { text, .. } = e {
+                    notices.push(text)
+                }
+            },
+        )
+        .unwrap();
+    let tool: Vec<String> = store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .map(|m| m.text)
+        .collect();
+    assert!(tool[0].starts_with("created ledger.csv"), "{}", tool[0]);
+    assert!(!reverie_agent::repeats_an_earlier_call(&tool[0]));
+    for t in &tool[1..] {
+        assert!(
+            t.starts_with("unchanged: `ledger.csv` already holds"),
+            "{t}"
+        );
+        assert!(t.contains("already done"), "{t}");
+        assert!(!t.contains("That is done"), "{t}");
+        assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
+    }
+    assert_eq!(s.blocked_tools(), ["write_file"]);
+    // The session's own grammar forced a third; that second repeat ends it.
+    assert_eq!((out.tool_calls, out.reason), (3, StopReason::ToolLimit));
+    assert!(notices[0].contains("repeated"), "{notices:?}");
+    let root = services.default_workspace(s.channel());
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger.csv")).unwrap(),
+        "account,amount\nbob,5\n"
+    );
+}
+
+/// An answer naming a file the workspace holds nowhere is told so once
+/// (a warning the night does not train on) and may look again; one
+/// naming a file that is there, or the file the person asked about, is not.
+#[test]
+fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "named");
+    let answer = |name: &str| format!(r#"root ::= "It is in `{name}`.""#);
+    let mut s = forced_session(&engine, &store, &services, "named", &answer("nowhere.py"));
+    let mut notices = Vec::new();
+    let out = s
+        .send(
+            "which file holds file 3?",
+            &sampling(1),
+            &CancelFlag::default(),
+            &mut |e| {
+                if let ChatEvent::Notice { text, .. } = e {
+                    notices.push(text)
+                }
+            },
+        )
+        .unwrap();
+    assert_eq!((out.tool_calls, out.reason), (0, StopReason::EndOfTurn));
+    assert_eq!(out.reply, "It is in `nowhere.py`.");
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].starts_with("`nowhere.py` is not in the workspace"));
+    let msgs = store.messages(s.channel()).unwrap();
+    let roles: Vec<MessageRole> = msgs.iter().map(|m| m.role).collect();
+    assert_eq!(
+        &roles[roles.len() - 4..],
+        [
+            MessageRole::User,
+            MessageRole::Assistant,
+            MessageRole::User,
+            MessageRole::Assistant
+        ]
+    );
+    let notice = &msgs[msgs.len() - 2];
+    assert_eq!(notice.text, notices[0]);
+    assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
+
+    for (name, question) in [
+        ("f3.txt", "which file holds file 3?"),
+        ("gone.py", "is gone.py still there?"),
+    ] {
+        let mut s = forced_session(&engine, &store, &services, "named", &answer(name));
+        let mut notices = 0;
+        s.send(question, &sampling(1), &CancelFlag::default(), &mut |e| {
+            notices += matches!(e, ChatEvent::Notice { .. }) as usize
+        })
+        .unwrap();
+        assert_eq!(notices, 0, "{name}");
+    }
+}
+
 fn forced_session<'a>(
     engine: &'a Engine,
     store: &'a Arc<Store>,

@@ -155,8 +155,21 @@ fn write_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             a.path
         )));
     }
-    let rec = Recorder::creating(tb, &abs)?;
     let existed = abs.exists();
+    // Writing what the file already holds changes nothing: no revision to
+    // undo, and the model is told so (the default model rewrote the same
+    // ledger again and again, each told "overwrote", until the harness
+    // stopped the turn: every ledger eval task).
+    if existed && holds(tb, &abs, &a.path, a.content.as_bytes()) {
+        return Ok(format!(
+            "{UNCHANGED} `{}` already holds exactly this content ({} lines, {} bytes); nothing was written",
+            a.path,
+            a.content.lines().count(),
+            a.content.len()
+        )
+        .into());
+    }
+    let rec = Recorder::creating(tb, &abs)?;
     if let Some(parent) = abs.parent() {
         tb.workspace()
             .make_dirs(parent)
@@ -172,6 +185,18 @@ fn write_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         a.content.len()
     )
     .into())
+}
+
+/// How the result of a changing call that changed nothing begins.
+pub const UNCHANGED: &str = "unchanged:";
+
+/// Whether the regular file `abs` holds exactly `content`. A file that
+/// cannot be read (a pipe, too big, gone) does not.
+fn holds(tb: &Toolbox, abs: &std::path::Path, rel: &str, content: &[u8]) -> bool {
+    let max = content.len() as u64;
+    tb.workspace()
+        .read_regular(abs, rel, max, "")
+        .is_ok_and(|bytes| bytes == content)
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq)]

@@ -73,6 +73,7 @@ use serde_json::Value;
 pub use camera::DeviceCamera;
 pub use camera::{Frame, FrameSource, NoCamera, SyntheticCamera};
 pub use error::ToolError;
+pub use files::UNCHANGED;
 pub use jobs::JobTable;
 pub use media::image_kind;
 pub use sandbox::{SandboxMode, Support as SandboxSupport};

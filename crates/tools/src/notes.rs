@@ -121,8 +121,20 @@ fn notes(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             let title = a
                 .title
                 .unwrap_or_else(|| crate::output::cap_line(body.lines().next().unwrap_or(""), 60));
-            let id = tb.store().add_note(&title, &body)?;
-            format!("saved note {id}: {title}")
+            // The same note again is not a second note: the default model
+            // saved one, then saved it again and again.
+            let notes = tb.store().notes()?;
+            match notes.iter().find(|n| n.title == title && n.body == body) {
+                Some(n) => format!(
+                    "{} note {} already says exactly this; nothing was saved",
+                    crate::UNCHANGED,
+                    n.id
+                ),
+                None => {
+                    let id = tb.store().add_note(&title, &body)?;
+                    format!("saved note {id}: {title}")
+                }
+            }
         }
         NoteAction::List => {
             let all = tb.store().notes()?;

@@ -138,6 +138,27 @@ impl Workspace {
         out
     }
 
+    /// Up to `max` files of the workspace whose names end in `.ending`,
+    /// relative to the root, in name order; the walk honours ignore files
+    /// and stops after 5,000 entries.
+    pub fn files_ending(&self, ending: &str, max: usize) -> Vec<String> {
+        let walk = ignore::WalkBuilder::new(&self.root)
+            .max_depth(Some(8))
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .build();
+        walk.take(5_000)
+            .flatten()
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .filter(|e| {
+                Path::new(e.file_name())
+                    .extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case(ending))
+            })
+            .take(max)
+            .map(|e| self.display(e.path()))
+            .collect()
+    }
+
     /// `rel` as a folder to look in: where `rel` does not exist but names
     /// the workspace itself in words ("workspace root", "my workspace",
     /// "/"), the root, with a line that says so to put before the result. The default model

@@ -244,6 +244,33 @@ fn list_make_delete_info_tree() {
     );
 }
 
+/// Writing what a file holds changes nothing: no revision, and the
+/// result says so; a file that differs, even by being longer, is written.
+#[test]
+fn a_write_of_what_the_file_holds_changes_nothing() {
+    let f = Fixture::new();
+    let args = json!({"path": "ledger.csv", "content": "account,amount\nbob,5\n"});
+    assert_has(&f.ok_text("write_file", args.clone()), "created ledger.csv");
+    assert_eq!(
+        f.ok_text("write_file", args.clone()),
+        "unchanged: `ledger.csv` already holds exactly this content (2 lines, 21 bytes); nothing was written"
+    );
+    assert_has(
+        &f.ok_text(
+            "write_file",
+            json!({"path": "ledger.csv", "content": "account,amount\n"}),
+        ),
+        "overwrote ledger.csv",
+    );
+    assert_has(&f.ok_text("write_file", args), "overwrote ledger.csv");
+    // Three revisions: undone, the file is gone, not left as it was.
+    for _ in 0..3 {
+        f.ok("undo", json!({}));
+    }
+    assert!(!f.path("ledger.csv").exists());
+    assert_has(&f.err("undo", json!({})), "nothing to undo");
+}
+
 #[test]
 fn undo_and_redo_a_mix_of_edits_across_a_restart() {
     let f = Fixture::new();

@@ -257,6 +257,17 @@ fn notes_search_by_meaning_with_real_embeddings() {
         assert!(first.ends_with(best), "{query:?} → {first}");
     }
     assert_eq!(f.store.notes().unwrap().len(), 4);
+    // The same note again is not saved twice; another text under the
+    // same title is a note of its own.
+    let (title, text) = notes[0];
+    assert_has(
+        &f.ok_text(
+            "notes",
+            json!({"action": "create", "title": title, "text": text}),
+        ),
+        "unchanged: note 1 already says exactly this",
+    );
+    assert_eq!(f.store.notes().unwrap().len(), 4);
     // Searches mark what they returned as recalled; the list shows when.
     assert!(f.store.notes().unwrap().iter().all(|n| n.used_ms.is_some()));
     let list = f.ok_text("notes", json!({"action": "list"}));

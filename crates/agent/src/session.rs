@@ -32,6 +32,9 @@ pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
         .any(|hint| tool_message.ends_with(hint))
 }
 
+/// The tools a reply that must look before it answers may call.
+const LOOKING_TOOLS: &[&str] = &["grep", "glob", "list_dir", "tree", "read_file"];
+
 /// One call's outcome as the loop sees it.
 struct CallResult {
     call_id: String,
@@ -86,6 +89,9 @@ pub struct ChannelSession<'a> {
     /// Tools taken out of this turn's grammar: a call of each failed
     /// twice the same way.
     blocked: Vec<String>,
+    /// The next reply must be a call of a tool that looks ([`LOOKING_TOOLS`]):
+    /// the last answer named a file that is nowhere.
+    must_look: bool,
 }
 
 impl<'a> ChannelSession<'a> {
@@ -118,6 +124,7 @@ impl<'a> ChannelSession<'a> {
             tools: None,
             offered: Vec::new(),
             blocked: Vec::new(),
+            must_look: false,
             constraint: None,
         })
     }
@@ -280,6 +287,7 @@ impl<'a> ChannelSession<'a> {
         let mut names_checked = false;
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
+            self.must_look = false;
             sampled += last.sampled;
             let calls = match (&self.tools, &last.calling) {
                 (Some(_), Some(calling)) => {
@@ -305,6 +313,10 @@ impl<'a> ChannelSession<'a> {
                     channel: ch,
                     text: notice,
                 });
+                // Told only that the file was not there, the default
+                // model gave the same answer again (4 of 4 simulated files
+                // tasks), or copied the notice: the next reply looks.
+                self.must_look = true;
                 let mut t = self.transcript.clone();
                 prefix = self.engine.extend_transcript(&mut t, &[])?;
                 self.transcript = t;
@@ -791,7 +803,7 @@ impl ChannelSession<'_> {
         let Some(tools) = &self.tools else {
             return Vec::new();
         };
-        let can_look = ["grep", "glob"]
+        let can_look = LOOKING_TOOLS
             .iter()
             .any(|t| tools.allows(t) && !self.blocked.iter().any(|b| b == t));
         if !can_look {
@@ -826,17 +838,21 @@ impl ChannelSession<'_> {
         }
         let mut definitions = tools.definitions();
         definitions.retain(|d| {
-            !self
-                .blocked
-                .iter()
-                .any(|b| d["function"]["name"].as_str() == Some(b.as_str()))
+            let name = d["function"]["name"].as_str().unwrap_or_default();
+            !self.blocked.iter().any(|b| b == name)
+                && (!self.must_look || LOOKING_TOOLS.contains(&name))
         });
         if definitions.is_empty() {
             return None;
         }
+        let choice = if self.must_look {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        };
         let calling = self
             .engine
-            .tool_calling(&self.transcript, &definitions, ToolChoice::Auto);
+            .tool_calling(&self.transcript, &definitions, choice);
         // A template that renders but cannot give a parser (rare) still
         // answers: its calls are read as Hermes, unconstrained.
         calling

@@ -2,7 +2,8 @@
 //! which file of `src/` defines a function, the default model answered
 //! from the function's name ("`merge_customer.py`") without a look in 5 to
 //! 6 of 20 simulated files tasks. Such an answer is told, once a turn, that
-//! no such file exists, and the model may look before it answers again.
+//! no such file exists and which files of its kind do; the session's next
+//! reply must then call a tool that looks before the model answers again.
 
 use reverie_tools::Workspace;
 
@@ -80,9 +81,7 @@ pub fn notice(workspace: &Workspace, missing: &[String]) -> String {
             ));
         }
     }
-    text.push_str(
-        " If your answer is about the user's files, look inside them (grep searches them all) before you answer again.",
-    );
+    text.push_str(" Look inside them (grep searches them all) before you answer again.");
     text
 }
 
@@ -127,7 +126,7 @@ mod tests {
         std::fs::write(dir.path().join("setup.py"), "\n").unwrap();
         assert_eq!(
             notice(&ws, &["f.py".into()]),
-            "`f.py` is not in the workspace: no file of that name exists there. The .py files there: `setup.py` and `src/billing.py`. If your answer is about the user's files, look inside them (grep searches them all) before you answer again."
+            "`f.py` is not in the workspace: no file of that name exists there. The .py files there: `setup.py` and `src/billing.py`. Look inside them (grep searches them all) before you answer again."
         );
         let two = notice(&ws, &["a.txt".into(), "b.py".into()]);
         assert!(two.starts_with("`a.txt` and `b.py` are not"), "{two}");

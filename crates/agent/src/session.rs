@@ -845,14 +845,18 @@ impl ChannelSession<'_> {
         if definitions.is_empty() {
             return None;
         }
-        let choice = if self.must_look {
-            ToolChoice::Required
-        } else {
-            ToolChoice::Auto
-        };
         let calling = self
             .engine
-            .tool_calling(&self.transcript, &definitions, choice);
+            .tool_calling(&self.transcript, &definitions, ToolChoice::Auto)
+            .map(|mut calling| {
+                // Held to a call from the first token (read as a bare call).
+                if self.must_look {
+                    calling.constraint = Some(Constraint::JsonSchema(reverie_infer::call_schema(
+                        &definitions,
+                    )));
+                }
+                calling
+            });
         // A template that renders but cannot give a parser (rare) still
         // answers: its calls are read as Hermes, unconstrained.
         calling

@@ -57,7 +57,7 @@ pub use model::ModelInfo;
 pub use prompt::{ChatMessage, ImageRun, Transcript};
 pub use sampler::Constraint;
 pub use score::log_prob;
-pub use tool_calls::{bare_call, call_constraint, close_braces, ToolCalling};
+pub use tool_calls::{bare_call, call_constraint, call_schema, close_braces, ToolCalling};
 pub use tools::{python_json, system_with_tools};
 pub use vision::ImageSource;
 

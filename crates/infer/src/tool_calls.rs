@@ -178,6 +178,26 @@ pub fn close_braces(body: &str) -> Option<String> {
         .then(|| format!("{body}{}", "}".repeat(depth as usize)))
 }
 
+/// A JSON schema for one call, `{"name": …, "arguments": …}`, of any of
+/// `tools` (OpenAI tool definitions): the grammar of a reply that must
+/// call, which every model follows from its first token.
+pub fn call_schema(tools: &[serde_json::Value]) -> serde_json::Value {
+    let one = |t: &serde_json::Value| {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "name": {"const": t["function"]["name"]},
+                "arguments": t["function"]
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or(serde_json::json!({"type": "object"})),
+            },
+            "required": ["name", "arguments"],
+        })
+    };
+    serde_json::json!({"anyOf": tools.iter().map(one).collect::<Vec<_>>()})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

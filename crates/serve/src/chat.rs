@@ -68,21 +68,6 @@ pub enum Reading {
     Json,
 }
 
-/// A schema for one call of any of `tools`.
-fn call_schema(tools: &[Value]) -> Value {
-    let one = |t: &Value| {
-        json!({
-            "type": "object",
-            "properties": {
-                "name": {"const": t["function"]["name"]},
-                "arguments": t["function"].get("parameters").cloned().unwrap_or(json!({"type": "object"})),
-            },
-            "required": ["name", "arguments"],
-        })
-    };
-    json!({"anyOf": tools.iter().map(one).collect::<Vec<_>>()})
-}
-
 fn bad(param: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::BadParam {
         param,
@@ -205,7 +190,7 @@ pub fn prepare(
     let has_tools = !req.tools.is_empty();
     let (choice, tools) = tool_choice(req.tool_choice.as_ref(), req.tools)?;
     let required = choice == ToolChoice::Required;
-    let forced = required.then(|| call_schema(&tools));
+    let forced = required.then(|| reverie_infer::call_schema(&tools));
     let chat = ChatRequest {
         messages: req.messages.clone(),
         tools,

@@ -281,6 +281,13 @@ fn edit_file(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             "the edited file would be over the size limit",
         ));
     }
+    if out == text {
+        return Ok(format!(
+            "{UNCHANGED} `{}` already holds these lines there; nothing was written",
+            a.path
+        )
+        .into());
+    }
     let rec = Recorder::path(tb, &abs)?;
     write_atomic(tb, &abs, out.as_bytes())?;
     rec.commit(tb, "edit_file", &summary)?;

@@ -63,6 +63,11 @@ fn walker(tb: &Toolbox, rel: &str) -> Result<(Option<String>, ignore::Walk), Too
     Ok((said, walk))
 }
 
+/// Whether `rel` (relative to the root) or its file name matches `g`.
+fn glob_matches(g: &globset::GlobMatcher, rel: &std::path::Path) -> bool {
+    g.is_match(rel) || rel.file_name().is_some_and(|n| g.is_match(n))
+}
+
 fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: GrepArgs = parse_args("grep", args)?;
     let max = a.max_results.clamp(1, MAX_RESULTS);
@@ -75,7 +80,7 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
                 a.pattern
             ))
         })?;
-    let glob = a.glob.as_deref().map(compile_glob).transpose()?;
+    let mut glob = a.glob.as_deref().map(compile_glob).transpose()?;
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
@@ -83,6 +88,24 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let (said, walk) = walker(tb, &a.path)?;
     let mut out = said.unwrap_or_default();
     let root = tb.workspace().root().to_path_buf();
+    // A glob that no file there matches is dropped, and the result says
+    // so: made to look, the default model passed `.*` (a regular
+    // expression) as the glob and was told "no matches" in every folder.
+    if let Some(g) = &glob {
+        let (_, files) = walker(tb, &a.path)?;
+        let any = files
+            .filter_map(Result::ok)
+            .take(5_000)
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .any(|e| glob_matches(g, e.path().strip_prefix(&root).unwrap_or(e.path())));
+        if !any {
+            out.push_str(&format!(
+                "No file there matches the glob `{}`; every file was searched.\n",
+                a.glob.as_deref().unwrap_or_default()
+            ));
+            glob = None;
+        }
+    }
     let mut hits = Vec::new();
     // Every match is counted, not only those shown, so the result answers
     // "how many lines match" without the model counting them itself.
@@ -100,10 +123,8 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             .strip_prefix(&root)
             .unwrap_or(entry.path())
             .to_path_buf();
-        if let Some(g) = &glob {
-            if !g.is_match(&rel) && !rel.file_name().is_some_and(|n| g.is_match(n)) {
-                continue;
-            }
+        if glob.as_ref().is_some_and(|g| !glob_matches(g, &rel)) {
+            continue;
         }
         let shown = rel.display().to_string();
         // Opened beneath the workspace root: a folder swapped for a link

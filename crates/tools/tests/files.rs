@@ -263,6 +263,14 @@ fn a_write_of_what_the_file_holds_changes_nothing() {
         "overwrote ledger.csv",
     );
     assert_has(&f.ok_text("write_file", args), "overwrote ledger.csv");
+    // Nor does an edit that puts back the lines already there.
+    assert_eq!(
+        f.ok_text(
+            "edit_file",
+            json!({"path": "ledger.csv", "action": "replace", "start_line": 2, "text": "bob,5"}),
+        ),
+        "unchanged: `ledger.csv` already holds these lines there; nothing was written"
+    );
     // Three revisions: undone, the file is gone, not left as it was.
     for _ in 0..3 {
         f.ok("undo", json!({}));

@@ -36,6 +36,21 @@ fn grep_and_glob_respect_gitignore_and_limits() {
         json!({"pattern": "main", "ignore_case": true, "glob": "*.py"}),
     );
     assert_has(&hits, "src/util.py:1: MAIN = 1");
+    // A glob no file there matches is dropped, and said to be.
+    assert_eq!(
+        f.ok_text(
+            "grep",
+            json!({"pattern": "def main", "path": "src", "glob": ".*"}),
+        ),
+        "No file there matches the glob `.*`; every file was searched.\n1 matching line in 1 file:\nsrc/app.py:1: def main():"
+    );
+    assert_eq!(
+        f.ok_text(
+            "grep",
+            json!({"pattern": "def main", "path": "src", "glob": "util.py"}),
+        ),
+        "no matches for `def main`"
+    );
     assert_has(
         &f.ok_text("grep", json!({"pattern": "nothing-here"})),
         "no matches",

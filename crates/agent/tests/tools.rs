@@ -500,19 +500,7 @@ fn a_write_that_changes_nothing_is_told_so_and_its_tool_leaves_the_turn() {
     let (_dir, store, services, engine) = setup(1);
     let write = r#"root ::= "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"ledger.csv\", \"content\": \"account,amount\\nbob,5\\n\"}}</tool_call>""#;
     let mut s = forced_session(&engine, &store, &services, "ledger", write);
-    let mut notices = Vec::new();
-    let out = s
-        .send(
-            "keep a ledger",
-            &sampling(1),
-            &CancelFlag::default(),
-            &mut |e| {
-                if let ChatEvent::Notice { text, .. } = e {
-                    notices.push(text)
-                }
-            },
-        )
-        .unwrap();
+    let (out, notices) = send_noting(&mut s, "keep a ledger");
     let tool: Vec<String> = store
         .messages(s.channel())
         .unwrap()
@@ -551,19 +539,7 @@ fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
     write_files(&services, &store, "named");
     let answer = |name: &str| format!(r#"root ::= "It is in `{name}`.""#);
     let mut s = forced_session(&engine, &store, &services, "named", &answer("nowhere.py"));
-    let mut notices = Vec::new();
-    let out = s
-        .send(
-            "which file holds file 3?",
-            &sampling(1),
-            &CancelFlag::default(),
-            &mut |e| {
-                if let ChatEvent::Notice { text, .. } = e {
-                    notices.push(text)
-                }
-            },
-        )
-        .unwrap();
+    let (out, notices) = send_noting(&mut s, "which file holds file 3?");
     assert_eq!((out.tool_calls, out.reason), (0, StopReason::EndOfTurn));
     assert_eq!(out.reply, "It is in `nowhere.py`.");
     assert_eq!(notices.len(), 1, "{notices:?}");
@@ -595,6 +571,22 @@ fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
         .unwrap();
         assert_eq!(notices, 0, "{name}");
     }
+}
+
+/// Sends `text` greedily; the turn's outcome and the notices it showed.
+fn send_noting(
+    s: &mut ChannelSession<'_>,
+    text: &str,
+) -> (reverie_agent::TurnOutcome, Vec<String>) {
+    let mut notices = Vec::new();
+    let out = s
+        .send(text, &sampling(1), &CancelFlag::default(), &mut |e| {
+            if let ChatEvent::Notice { text, .. } = e {
+                notices.push(text)
+            }
+        })
+        .unwrap();
+    (out, notices)
 }
 
 fn forced_session<'a>(

@@ -63,6 +63,13 @@ fn walker(tb: &Toolbox, rel: &str) -> Result<(Option<String>, ignore::Walk), Too
     Ok((said, walk))
 }
 
+/// Where `rel` points, for messages (the root when it names none).
+fn abs_of(tb: &Toolbox, rel: &str) -> std::path::PathBuf {
+    tb.workspace()
+        .resolve_folder(rel)
+        .map_or_else(|_| tb.workspace().root().to_path_buf(), |(p, _)| p)
+}
+
 /// Whether `rel` (relative to the root) or its file name matches `g`.
 fn glob_matches(g: &globset::GlobMatcher, rel: &std::path::Path) -> bool {
     g.is_match(rel) || rel.file_name().is_some_and(|n| g.is_match(n))
@@ -100,7 +107,8 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             .any(|e| glob_matches(g, e.path().strip_prefix(&root).unwrap_or(e.path())));
         if !any {
             out.push_str(&format!(
-                "No file there matches the glob `{}`; every file was searched.\n",
+                "No file in `{}` matches the glob `{}`, so the glob was left out.\n",
+                tb.workspace().display(&abs_of(tb, &a.path)),
                 a.glob.as_deref().unwrap_or_default()
             ));
             glob = None;

@@ -42,7 +42,7 @@ fn grep_and_glob_respect_gitignore_and_limits() {
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": ".*"}),
         ),
-        "No file there matches the glob `.*`; every file was searched.\n1 matching line in 1 file:\nsrc/app.py:1: def main():"
+        "No file in `src` matches the glob `.*`, so the glob was left out.\n1 matching line in 1 file:\nsrc/app.py:1: def main():"
     );
     assert_eq!(
         f.ok_text(

@@ -501,13 +501,7 @@ fn a_write_that_changes_nothing_is_told_so_and_its_tool_leaves_the_turn() {
     let write = r#"root ::= "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"ledger.csv\", \"content\": \"account,amount\\nbob,5\\n\"}}</tool_call>""#;
     let mut s = forced_session(&engine, &store, &services, "ledger", write);
     let (out, notices) = send_noting(&mut s, "keep a ledger");
-    let tool: Vec<String> = store
-        .messages(s.channel())
-        .unwrap()
-        .into_iter()
-        .filter(|m| m.role == MessageRole::Tool)
-        .map(|m| m.text)
-        .collect();
+    let tool = tool_texts(&store, &s);
     assert!(tool[0].starts_with("created ledger.csv"), "{}", tool[0]);
     assert!(!reverie_agent::repeats_an_earlier_call(&tool[0]));
     for t in &tool[1..] {
@@ -571,6 +565,17 @@ fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
         .unwrap();
         assert_eq!(notices, 0, "{name}");
     }
+}
+
+/// The texts of the session's tool messages, in order.
+fn tool_texts(store: &Store, s: &ChannelSession<'_>) -> Vec<String> {
+    store
+        .messages(s.channel())
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .map(|m| m.text)
+        .collect()
 }
 
 /// Sends `text` greedily; the turn's outcome and the notices it showed.
@@ -638,13 +643,7 @@ fn failing_malformed_and_cancelled_calls() {
             .contains("no file or folder at `missing.txt`")));
     // The second and third are told the call will fail again, and are
     // marked as repeats for the night; the record keeps the tool's error.
-    let tool: Vec<String> = store
-        .messages(s.channel())
-        .unwrap()
-        .into_iter()
-        .filter(|m| m.role == MessageRole::Tool)
-        .map(|m| m.text)
-        .collect();
+    let tool = tool_texts(&store, &s);
     assert!(
         !reverie_agent::repeats_an_earlier_call(&tool[0]),
         "{}",

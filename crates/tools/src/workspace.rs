@@ -120,11 +120,8 @@ impl Workspace {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(&self.root)
-            .max_depth(Some(8))
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .build();
-        for entry in walk.take(5_000).flatten() {
+        let walk = self.walk();
+        for entry in walk.flatten() {
             if entry.file_name() == name && entry.depth() > 0 {
                 let shown = self.display(entry.path());
                 if shown != rel.trim() {
@@ -138,16 +135,22 @@ impl Workspace {
         out
     }
 
+    /// The workspace's first 5,000 entries, in name order, honouring
+    /// ignore files, at most 8 folders deep.
+    fn walk(&self) -> std::iter::Take<ignore::Walk> {
+        ignore::WalkBuilder::new(&self.root)
+            .max_depth(Some(8))
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .build()
+            .take(5_000)
+    }
+
     /// Up to `max` files of the workspace whose names end in `.ending`,
     /// relative to the root, in name order; the walk honours ignore files
     /// and stops after 5,000 entries.
     pub fn files_ending(&self, ending: &str, max: usize) -> Vec<String> {
-        let walk = ignore::WalkBuilder::new(&self.root)
-            .max_depth(Some(8))
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .build();
-        walk.take(5_000)
-            .flatten()
+        let walk = self.walk();
+        walk.flatten()
             .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
             .filter(|e| {
                 Path::new(e.file_name())

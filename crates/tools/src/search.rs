@@ -88,10 +88,6 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             ))
         })?;
     let mut glob = a.glob.as_deref().map(compile_glob).transpose()?;
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(0))
-        .line_number(true)
-        .build();
     let (said, walk) = walker(tb, &a.path)?;
     let mut out = said.unwrap_or_default();
     let root = tb.workspace().root().to_path_buf();
@@ -114,6 +110,55 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             glob = None;
         }
     }
+    let found = search(tb, walk, glob.as_ref(), &matcher, max);
+    if !found.hits.is_empty() {
+        out.push_str(&grep_summary(&found));
+        return Ok(out.into());
+    }
+    out.push_str(&format!("no matches for `{}`", a.pattern));
+    // Narrowed to a place it guessed, the default model was told "no
+    // matches" and answered from that; the rest of the workspace is
+    // searched too, and said to be.
+    let narrowed = abs_of(tb, &a.path) != root || glob.is_some();
+    if narrowed {
+        let (_, everywhere) = walker(tb, "")?;
+        let wide = search(tb, everywhere, None, &matcher, max);
+        if !wide.hits.is_empty() {
+            out.push_str(&format!(
+                " in `{}`{}. Searched the whole workspace instead: ",
+                tb.workspace().display(&abs_of(tb, &a.path)),
+                a.glob
+                    .as_deref()
+                    .filter(|_| glob.is_some())
+                    .map(|g| format!(" (glob `{g}`)"))
+                    .unwrap_or_default(),
+            ));
+            out.push_str(&grep_summary(&wide));
+        }
+    }
+    Ok(out.into())
+}
+
+/// What one search found: the lines shown, and every match counted.
+struct Found {
+    hits: Vec<String>,
+    matched: usize,
+    files: usize,
+}
+
+/// Searches every file of `walk` (that `glob` matches) for `matcher`.
+fn search(
+    tb: &Toolbox,
+    walk: ignore::Walk,
+    glob: Option<&globset::GlobMatcher>,
+    matcher: &grep_regex::RegexMatcher,
+    max: usize,
+) -> Found {
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let root = tb.workspace().root();
     let mut hits = Vec::new();
     // Every match is counted, not only those shown, so the result answers
     // "how many lines match" without the model counting them itself.
@@ -128,10 +173,10 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         }
         let rel = entry
             .path()
-            .strip_prefix(&root)
+            .strip_prefix(root)
             .unwrap_or(entry.path())
             .to_path_buf();
-        if glob.as_ref().is_some_and(|g| !glob_matches(g, &rel)) {
+        if glob.is_some_and(|g| !glob_matches(g, &rel)) {
             continue;
         }
         let shown = rel.display().to_string();
@@ -148,7 +193,7 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         }
         let before = matched;
         let res = searcher.search_file(
-            &matcher,
+            matcher,
             &file,
             UTF8(|line_no, line| {
                 matched += 1;
@@ -166,17 +211,22 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
         }
         files += (matched > before) as usize;
     }
-    if hits.is_empty() {
-        out.push_str(&format!("no matches for `{}`", a.pattern));
-    } else {
-        out.push_str(&grep_summary(matched, files, &hits));
+    Found {
+        hits,
+        matched,
+        files,
     }
-    Ok(out.into())
 }
 
 /// The result of a search: how many lines matched in how many files, then
 /// those shown.
-fn grep_summary(matched: usize, files: usize, hits: &[String]) -> String {
+fn grep_summary(found: &Found) -> String {
+    let Found {
+        hits,
+        matched,
+        files,
+    } = found;
+    let (matched, files) = (*matched, *files);
     let plural = |n: usize, one: &str, many: &str| {
         if n == 1 {
             format!("1 {one}")

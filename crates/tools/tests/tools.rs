@@ -44,12 +44,22 @@ fn grep_and_glob_respect_gitignore_and_limits() {
         ),
         "No file in `src` matches the glob `.*`, so the glob was left out.\n1 matching line in 1 file:\nsrc/app.py:1: def main():"
     );
+    // Nothing where it was narrowed to: the whole workspace is searched
+    // too (still without what .gitignore leaves out), and said to be.
     assert_eq!(
         f.ok_text(
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": "util.py"}),
         ),
-        "no matches for `def main`"
+        "no matches for `def main` in `src` (glob `util.py`). Searched the whole workspace instead: 1 matching line in 1 file:\nsrc/app.py:1: def main():"
+    );
+    assert_eq!(
+        f.ok_text("grep", json!({"pattern": "return 42", "path": "src/util.py"})),
+        "no matches for `return 42` in `src/util.py`. Searched the whole workspace instead: 1 matching line in 1 file:\nsrc/app.py:2:     return 42"
+    );
+    assert_eq!(
+        f.ok_text("grep", json!({"pattern": "def main(): pass", "path": "src"})),
+        "no matches for `def main(): pass`"
     );
     assert_has(
         &f.ok_text("grep", json!({"pattern": "nothing-here"})),

@@ -58,7 +58,10 @@ fn grep_and_glob_respect_gitignore_and_limits() {
         "no matches for `return 42` in `src/util.py`. Searched the whole workspace instead: 1 matching line in 1 file:\nsrc/app.py:2:     return 42"
     );
     assert_eq!(
-        f.ok_text("grep", json!({"pattern": "def main(): pass", "path": "src"})),
+        f.ok_text(
+            "grep",
+            json!({"pattern": "def main(): pass", "path": "src"})
+        ),
         "no matches for `def main(): pass`"
     );
     assert_has(

@@ -5,7 +5,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use reverie_night::trigger::{Observed, Schedule};
-use reverie_night::{CancelFlag, NightConfig, NightEvent, NightReport};
+use reverie_night::{CancelFlag, NightConfig, NightEvent, NightOutcome, NightReport};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -127,22 +127,16 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
         let app = app2;
         let shared = app.night.shared.clone();
         let mut on = |ev: NightEvent| broadcast(&shared, SleepEvent::Progress { event: ev });
-        let result =
-            reverie_night::run_night(&app.home, &app.store, &model, &cfg, &cancel, &mut on);
+        let result = through_the_night(&app, || {
+            reverie_night::run_night(&app.home, &app.store, &model, &cfg, &cancel, &mut on)
+        });
         let end = match result {
-            Ok(out) => {
-                if let Some(path) = &out.deployed {
-                    if let Err(e) = app.wake_up(path) {
-                        tracing::error!("could not load the new checkpoint: {e:#}");
-                    }
-                }
-                SleepEvent::Finished {
-                    night: out.night,
-                    deployed: out.deployed.map(|p| p.display().to_string()),
-                    kept_reason: out.kept_reason,
-                    report: Box::new(out.report),
-                }
-            }
+            Ok(out) => SleepEvent::Finished {
+                night: out.night,
+                deployed: out.deployed.map(|p| p.display().to_string()),
+                kept_reason: out.kept_reason,
+                report: Box::new(out.report),
+            },
             Err(e) => SleepEvent::Failed {
                 message: e.to_string(),
             },
@@ -154,6 +148,34 @@ pub fn start(app: &Arc<App>) -> anyhow::Result<()> {
     });
     *lock(&app.night.thread) = Some(handle);
     Ok(())
+}
+
+/// Runs `night` with the day model parked: the trainer needs the memory
+/// it holds (all of it on a GPU), so the day engine gives it back and loads
+/// again in the morning, the deployed checkpoint where there is one, else
+/// the model it had; chat sent meanwhile waits in the engine's queue.
+fn through_the_night(
+    app: &App,
+    night: impl FnOnce() -> Result<NightOutcome, reverie_night::NightError>,
+) -> Result<NightOutcome, reverie_night::NightError> {
+    let day = app.loaded();
+    if let Some(rt) = &day {
+        if let Err(e) = rt.engine.park() {
+            tracing::warn!("the day model stays loaded through the night: {e}");
+        }
+    }
+    let result = night();
+    if let Ok(Some(path)) = result.as_ref().map(|out| &out.deployed) {
+        if let Err(e) = app.wake_up(path) {
+            tracing::error!("could not load the new checkpoint: {e:#}");
+        }
+    }
+    if let Some(rt) = &day {
+        if let Err(e) = rt.engine.resume() {
+            tracing::error!("could not load the day model again: {e:#}");
+        }
+    }
+    result
 }
 
 #[derive(Serialize)]
@@ -266,4 +288,80 @@ pub fn spawn_scheduler(app: Arc<App>) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Launch;
+
+    fn synth(dir: &std::path::Path, name: &str, seed: u64) -> std::path::PathBuf {
+        let path = dir.join(name);
+        let mut cfg = reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2);
+        cfg.seed = seed;
+        reverie_gguf::synth::write(&path, &cfg).unwrap();
+        path
+    }
+
+    fn outcome(deployed: Option<std::path::PathBuf>) -> NightOutcome {
+        NightOutcome {
+            night: 1,
+            deployed,
+            kept_reason: None,
+            report: NightReport::default(),
+        }
+    }
+
+    #[test]
+    fn the_day_model_is_parked_for_the_night_and_back_in_the_morning() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = synth(dir.path(), "day.gguf", 1);
+        let launch = Launch {
+            model: Some(day.clone()),
+            ctx: 1024,
+            threads: Some(1),
+            gpu_layers: 0,
+        };
+        let app = App::open(reverie_core::Home::new(dir.path().join("home")), launch).unwrap();
+        let engine = app.runtime().unwrap().engine.clone();
+        let answers = |engine: &reverie_infer::Engine| {
+            let ids = engine.tokenize("hello", false);
+            let req = reverie_infer::GenerateRequest::new(
+                reverie_core::ChannelId(1),
+                ids,
+                reverie_core::SamplingParams::greedy(3),
+            );
+            engine.generate(req).unwrap().complete().unwrap().ids
+        };
+        let before = answers(&engine);
+
+        // A night that keeps the model: parked during it, the same after.
+        let kept = through_the_night(&app, || {
+            assert!(
+                engine.parked(),
+                "the day model is parked while the night runs"
+            );
+            Ok(outcome(None))
+        });
+        assert!(kept.is_ok());
+        assert!(!engine.parked());
+        assert_eq!(engine.model_path(), day);
+        assert_eq!(answers(&engine), before);
+
+        // A failed night gives the day model back too.
+        let failed = through_the_night(&app, || {
+            assert!(engine.parked());
+            Err(reverie_night::NightError::Config("broken".into()))
+        });
+        assert!(failed.is_err());
+        assert!(!engine.parked());
+
+        // A deployed night wakes up on its checkpoint.
+        let checkpoint = synth(dir.path(), "night-1.gguf", 2);
+        through_the_night(&app, || Ok(outcome(Some(checkpoint.clone())))).unwrap();
+        assert!(!engine.parked());
+        assert_eq!(engine.model_path(), checkpoint);
+        assert_eq!(answers(&engine).len(), 3);
+        app.unload();
+    }
 }

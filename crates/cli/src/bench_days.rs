@@ -107,6 +107,12 @@ struct Plan {
     #[arg(long, default_value = "installed")]
     #[serde(default = "earlier_judge")]
     judge: String,
+    /// The nights' settings from a file in the form of `night.json`
+    /// (learning rate, epochs, steps…) instead of the defaults; the
+    /// judge, GPU layers and verify tasks given here still apply.
+    #[arg(long)]
+    #[serde(default)]
+    night_config: Option<PathBuf>,
     #[arg(long, default_value_t = 2026)]
     seed: u64,
 }
@@ -219,6 +225,11 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         (0.0..=1.0).contains(&plan.feedback) && (0.0..=1.0).contains(&plan.follow_up),
         "--feedback and --follow-up are shares between 0 and 1"
     );
+    // Read before anything is measured: a mistyped file costs nothing.
+    let defaults = match &plan.night_config {
+        Some(file) => NightConfig::load(home, Some(file), &Default::default())?,
+        None => NightConfig::default(),
+    };
     let every: Vec<DayFamily> = trained.iter().chain(&held_out).copied().collect();
     let mut progress = match resumed {
         Some(p) => {
@@ -277,7 +288,6 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
     let before = progress.before_measured.clone();
     say(format!("before: {}", describe_scores(&before.scores)));
 
-    let defaults = NightConfig::default();
     let night_cfg = NightConfig {
         gpu_layers: a.engine.gpu_layers,
         verify_tasks: plan.verify.unwrap_or(defaults.verify_tasks),
@@ -348,6 +358,8 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
             "verify": out.report.verify,
             "train_steps": train.steps,
             "train_sequences": train.sequences,
+            "train_lr": night_cfg.train.optim.lr,
+            "train_epochs": night_cfg.train.epochs,
             "losses": train.losses,
             "stage_seconds": out.report.seconds,
             "day_seconds": day_seconds,

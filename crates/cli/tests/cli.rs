@@ -197,8 +197,17 @@ fn bad_model_files_get_clear_errors() {
         &["model", "synth", "--arch", "mamba", "--out", "/tmp/x.gguf"],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("qwen2"));
-    // Simulated days: bad choices of families and shares say what to do.
+    // Simulated days: bad choices of families, shares and night settings
+    // say what to do, before anything is measured.
+    let broken = home.join("broken-night.json");
+    std::fs::write(&broken, "{\"train\": ").unwrap();
+    let broken = broken.to_str().unwrap();
     for (args, says) in [
+        (
+            &["--night-config", "/no/such/night.json"][..],
+            "cannot read /no/such/night.json",
+        ),
+        (&["--night-config", broken], "fix or delete it"),
         (&["--families", "poetry"][..], "the families are arithmetic"),
         (
             &["--families", "arithmetic,notes"],

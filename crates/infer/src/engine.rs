@@ -410,6 +410,9 @@ impl Engine {
         visit: &mut dyn FnMut(usize, &[f32]),
     ) -> Result<(), InferError> {
         let model = self.shared.model();
+        if !model.weights {
+            return Err(InferError::Parked);
+        }
         crate::score::logits_at_every_position(&model, tokens, self.shared.config.threads, visit)
     }
 
@@ -422,6 +425,9 @@ impl Engine {
         visit: &mut dyn FnMut(usize, &[f32]),
     ) -> Result<(), InferError> {
         let model = self.shared.model();
+        if !model.weights {
+            return Err(InferError::Parked);
+        }
         crate::score::logits_at(&model, tokens, at, self.shared.config.threads, visit)
     }
 
@@ -612,6 +618,51 @@ impl Engine {
         self.shared.cv.notify_all();
         tracing::info!(path = %model.info.path.display(), "model swapped");
         Ok(model.info.clone())
+    }
+
+    /// Gives back the memory the model holds until the next
+    /// [`Engine::swap_model`] or [`Engine::resume`]: every worker finishes
+    /// its generation and stops (its context and KV cache freed), and the
+    /// weights, on the GPU and the CPU, are replaced by the vocabulary
+    /// alone. Meanwhile tokenizing and rendering work, requests wait in the
+    /// queue and are served after the resume, and scoring fails with
+    /// [`InferError::Parked`]. For the night, whose trainer needs the
+    /// memory the day engine holds.
+    pub fn park(&self) -> Result<(), InferError> {
+        let vocabulary = Arc::new(self.shared.model().vocabulary()?);
+        let retired: Vec<Arc<Slot>> = {
+            let mut slots = lock(&self.shared.slots);
+            let mut q = lock(&self.shared.queue);
+            for s in slots.iter() {
+                retire(s);
+                q.forget_slot(s.id);
+            }
+            slots.drain(..).collect()
+        };
+        *self.shared.model.write().unwrap_or_else(|e| e.into_inner()) = vocabulary;
+        self.shared.cv.notify_all();
+        // Each worker holds the model: the memory is free once they end.
+        for s in &retired {
+            if let Some(h) = lock(&s.handle).take() {
+                let _ = h.join();
+            }
+        }
+        tracing::info!("model parked");
+        Ok(())
+    }
+
+    /// Whether the engine is parked ([`Engine::park`]).
+    pub fn parked(&self) -> bool {
+        !self.shared.model().weights
+    }
+
+    /// Loads the parked model again and serves what waited; a no-op when
+    /// the engine is not parked.
+    pub fn resume(&self) -> Result<(), InferError> {
+        if self.parked() {
+            self.swap_model(self.model_path())?;
+        }
+        Ok(())
     }
 
     /// Stops every generation and worker; queued requests fail.

@@ -33,4 +33,8 @@ pub enum InferError {
     Vision(String),
     #[error("the engine is shut down")]
     ShutDown,
+    #[error(
+        "the model is parked while the night trains; it computes again once the night is over"
+    )]
+    Parked,
 }

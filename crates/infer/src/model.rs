@@ -60,6 +60,10 @@ pub struct LoadedModel {
     /// The model's Jinja chat template as llama.cpp's chat layer reads it,
     /// or why it cannot (the built-in renderer is used then).
     pub chat: Result<ChatTemplates, String>,
+    /// False for a model parked with its vocabulary only
+    /// ([`LoadedModel::vocabulary`]): it tokenizes and renders, but has no
+    /// weights to compute with.
+    pub weights: bool,
 }
 
 impl LoadedModel {
@@ -142,6 +146,31 @@ impl LoadedModel {
             info,
             adapter,
             chat,
+            weights: true,
+        })
+    }
+
+    /// The same file with its vocabulary and metadata only: what a parked
+    /// engine keeps, a few megabytes, so that tokenizing and rendering go
+    /// on while the weights' memory (on the GPU and the CPU) is given back.
+    pub(crate) fn vocabulary(&self) -> Result<LoadedModel, InferError> {
+        let path = &self.info.path;
+        let params = LlamaModelParams::default().with_vocab_only(true);
+        let llama = LlamaModel::load_from_file(backend::get()?, path, &params).map_err(|e| {
+            InferError::Load {
+                path: path.clone(),
+                reason: format!("{e} (reading its vocabulary)"),
+            }
+        })?;
+        let chat = chat_templates(&llama);
+        Ok(LoadedModel {
+            vision: None,
+            vision_set_aside: None,
+            llama,
+            info: self.info.clone(),
+            adapter: None,
+            chat,
+            weights: false,
         })
     }
 }

@@ -55,6 +55,11 @@ fn a_parked_engine_frees_its_memory_and_serves_what_waited_after_resuming() {
     engine.park().unwrap();
     assert!(engine.parked());
     let parked = resident_bytes();
+    eprintln!(
+        "resident {} MB loaded, {} MB parked",
+        loaded >> 20,
+        parked >> 20
+    );
     assert!(
         loaded.saturating_sub(parked) > 60 << 20,
         "parking gave back {} MB of {} MB",

@@ -175,6 +175,9 @@ struct Measured {
     /// What was measured: the level and the tasks per family.
     level: u32,
     eval: usize,
+    /// The model file measured (runs saved before it was kept have none).
+    #[serde(default)]
+    model: Option<PathBuf>,
 }
 
 impl Measured {
@@ -186,6 +189,7 @@ impl Measured {
             seconds: 0.0,
             level: plan.level,
             eval: plan.eval,
+            model: None,
         }
     }
 
@@ -339,6 +343,8 @@ pub fn days(home: &Home, a: DaysArgs) -> anyhow::Result<ExitCode> {
         let train = out.report.train.clone().unwrap_or_default();
         progress.nights.push(serde_json::json!({
             "night": out.night,
+            // The model the day ran on and the night trained.
+            "day_model": model,
             "requests": posed.len(),
             "passed_first": posed.iter().filter(|p| p.first_passed).count(),
             "passed_final": posed.iter().filter(|p| p.passed).count(),
@@ -502,7 +508,9 @@ fn measure(
     share_embedder(home, &scratch)?;
     let store = Arc::new(Store::open(&scratch)?);
     let services = Arc::new(Services::new(&scratch));
-    let engine = engine.load(&scratch, 1)?;
+    // The model named, not `--model`: after the nights it is a checkpoint.
+    let engine = engine.load_file(&scratch, model, 1)?;
+    m.model = Some(model.to_path_buf());
     let opts = DayOptions {
         system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
         params: eval_params(),
@@ -611,7 +619,9 @@ fn pose_day(
         seed: plan.seed ^ night as u64,
     };
     let services = Arc::new(Services::new(bench));
-    let engine = engine.load(bench, 1)?;
+    // The day runs on what the nights deployed, not on `--model`.
+    let model = reverie_models::active::resolve(bench, None)?;
+    let engine = engine.load_file(bench, &model, 1)?;
     let started = Instant::now();
     let mut saved = Ok(());
     simulate_day(
@@ -782,6 +792,7 @@ mod tests {
             seconds: 1.0,
             level: 2,
             eval: 1,
+            model: None,
         };
         save(&file, &serde_json::json!({ "before_measured": m })).unwrap();
         let back = earlier(&file, 2, 1, &[DayFamily::Arithmetic]).unwrap();

@@ -1,7 +1,7 @@
 //! `reverie chat`.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -39,15 +39,21 @@ pub struct EngineArgs {
 impl EngineArgs {
     pub fn load(&self, home: &Home, slots: usize) -> anyhow::Result<Engine> {
         let path = reverie_models::active::resolve(home, self.model.as_deref())?;
+        self.load_file(home, &path, slots)
+    }
+
+    /// Loads `path` whatever `--model` said, with these loading options:
+    /// for a checkpoint a run made after the model it was started on.
+    pub fn load_file(&self, home: &Home, path: &Path, slots: usize) -> anyhow::Result<Engine> {
         let mut config = EngineConfig::sized(slots, self.ctx, self.gpu_layers, self.threads);
         if let Some(p) = &self.mmproj {
             // Asked for by name: a projector that does not load is an error.
             config.mmproj = Some(p.clone());
-            return Engine::load(&path, config)
+            return Engine::load(path, config)
                 .with_context(|| format!("loading {} with {}", path.display(), p.display()));
         }
-        config.mmproj = reverie_models::projector::find(home, &path)?;
-        let (engine, set_aside) = Engine::load_or_without_projector(&path, config)
+        config.mmproj = reverie_models::projector::find(home, path)?;
+        let (engine, set_aside) = Engine::load_or_without_projector(path, config)
             .with_context(|| format!("loading {}", path.display()))?;
         if let Some(why) = set_aside {
             eprintln!("reverie: the model cannot see images this time: {why}");

@@ -183,3 +183,43 @@ fn a_run_killed_during_its_day_resumes_where_it_stopped() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn with_a_model_given_the_measurement_after_the_nights_is_of_their_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    // No active model: the run is started on this file by name.
+    let model = synth(home, "qwen2");
+    let model = model.to_str().unwrap();
+    let args = [
+        "bench",
+        "days",
+        "--model",
+        model,
+        "--ctx",
+        "16384",
+        "--nights",
+        "1",
+        "--tasks",
+        "1",
+        "--eval",
+        "1",
+        "--verify",
+        "0",
+        "--families",
+        "arithmetic",
+        "--held-out",
+        "",
+        "--json",
+    ];
+    let out = reverie(home, &args);
+    let report = json(&out);
+    let night = &report["nights"][0];
+    assert_eq!(night["day_model"], model, "{report}");
+    assert_eq!(report["before_measured"]["model"], model, "{report}");
+    // The model the nights left active: their checkpoint where one was
+    // deployed (which the tiny model's night is), never `--model` again.
+    let deployed = night["deployed"].as_str().expect("the night deployed");
+    assert!(deployed.contains("checkpoints"), "{deployed}");
+    assert_eq!(report["after_measured"]["model"], deployed, "{report}");
+}

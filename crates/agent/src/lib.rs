@@ -25,6 +25,7 @@
 mod actor;
 mod cancel;
 pub mod compact;
+pub mod copied;
 mod error;
 mod guard;
 pub mod reasoning;

@@ -86,6 +86,8 @@ pub struct ChannelSession<'a> {
     /// Definitions of the tools this conversation was told about.
     offered: Vec<serde_json::Value>,
     constraint: Option<Constraint>,
+    /// Constraints of the next replies, one each, before `constraint`.
+    script: std::collections::VecDeque<Constraint>,
     /// Tools taken out of this turn's grammar: a call of each failed
     /// twice the same way.
     blocked: Vec<String>,
@@ -126,6 +128,7 @@ impl<'a> ChannelSession<'a> {
             blocked: Vec::new(),
             must_look: false,
             constraint: None,
+            script: Default::default(),
         })
     }
 
@@ -171,6 +174,14 @@ impl<'a> ChannelSession<'a> {
     /// tool-calling protocol deterministically.
     pub fn set_reply_constraint(&mut self, constraint: Option<Constraint>) {
         self.constraint = constraint;
+    }
+
+    /// Constrains the next replies one by one, in order, before the
+    /// constraint of [`Self::set_reply_constraint`]: a call, then a given
+    /// answer, to drive one path of a turn deterministically. A stopped
+    /// turn's last reply keeps its own grammar.
+    pub fn script_replies(&mut self, constraints: Vec<Constraint>) {
+        self.script = constraints.into();
     }
 
     /// The system prompt a new conversation starts with: the base prompt,
@@ -285,6 +296,8 @@ impl<'a> ChannelSession<'a> {
         self.blocked.clear();
         let mut last: Reply;
         let mut names_checked = false;
+        // This turn's tool results, as the model read them.
+        let mut read: Vec<String> = Vec::new();
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
             self.must_look = false;
@@ -364,6 +377,7 @@ impl<'a> ChannelSession<'a> {
                 let span = self.engine.append_messages(&mut t, &[msg])?;
                 self.store
                     .append_message(ch, MessageRole::Tool, &text, &span)?;
+                read.push(text);
             }
             self.transcript = t;
             if cancel.is_cancelled() || stopped {
@@ -403,6 +417,25 @@ impl<'a> ChannelSession<'a> {
             let mut t = self.transcript.clone();
             prefix = self.engine.extend_transcript(&mut t, &[])?;
             self.transcript = t;
+        }
+        // A reply that hands back the tool's output gets one more, in words.
+        let wrap_up = self.tools.as_ref().and_then(|t| t.wrap_up.clone());
+        let copied = last.reason == StopReason::EndOfTurn
+            && calls_made > 0
+            && crate::copied::copies(&last.text, &read);
+        if let Some(constraint) = wrap_up.filter(|_| copied) {
+            let notice = format!(
+                "{} {}",
+                crate::copied::NOTICE,
+                crate::wrap_up::answer_now(text)
+            );
+            self.record_notice(&notice)?;
+            on_event(ChatEvent::Notice {
+                channel: ch,
+                text: notice,
+            });
+            last = self.wrap_up(constraint, params, cancel, on_event)?;
+            sampled += last.sampled;
         }
         // A turn that ends looking unfinished gets the question; a "no"
         // marks the ended reply for the night and the model goes on.
@@ -625,8 +658,9 @@ impl<'a> ChannelSession<'a> {
         let scaffold = self.engine.extend_transcript(&mut t, &[])?;
         self.transcript = t;
         let own = self.constraint.replace(constraint);
+        let script = std::mem::take(&mut self.script);
         let out = self.reply(params, cancel, on_event, scaffold);
-        self.constraint = own;
+        (self.constraint, self.script) = (own, script);
         out
     }
 
@@ -708,7 +742,9 @@ impl<'a> ChannelSession<'a> {
         let ch = self.channel;
         let mut req = GenerateRequest::new(ch, self.transcript.tokens.ids.clone(), params.clone());
         let calling = self.tool_calling();
-        if let Some(c) = &self.constraint {
+        if let Some(c) = self.script.pop_front() {
+            req = req.with_constraint(c);
+        } else if let Some(c) = &self.constraint {
             req = req.with_constraint(c.clone());
         } else if let Some(c) = calling.as_ref().and_then(|c| c.constraint.clone()) {
             req = req.with_constraint(c);

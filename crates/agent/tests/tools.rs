@@ -567,6 +567,55 @@ fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
     }
 }
 
+/// A reply that hands back the tool's output gets one more reply, in
+/// words, after a notice the night does not train on; the same text before
+/// any call is an answer like any other.
+#[test]
+fn a_reply_that_copies_the_tool_output_gets_one_more_in_words() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "copying");
+    let call = r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#;
+    let copy = r#"root ::= "1| copying holds file 3\nIf this answers the question, tell the user the answer now, in words.""#;
+    let gbnf = |g: &str| Constraint::Gbnf(g.into());
+    let mut s = forced_session(&engine, &store, &services, "copying", copy);
+    s.script_replies(vec![gbnf(call), gbnf(copy)]);
+    let (out, notices) = send_noting(&mut s, "what does f3.txt say?");
+    // The last reply is the tiny model's own words, cut at its token limit.
+    assert_eq!(out.tool_calls, 1);
+    assert_ne!(out.reason, StopReason::ToolLimit);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].starts_with(reverie_agent::copied::NOTICE));
+    assert!(
+        notices[0].ends_with("what does f3.txt say?"),
+        "{}",
+        notices[0]
+    );
+    // The reply after it is in words: the last reply's grammar, not the copy.
+    assert!(!out.reply.contains("If this answers"), "{}", out.reply);
+    let msgs = store.messages(s.channel()).unwrap();
+    let roles: Vec<MessageRole> = msgs.iter().map(|m| m.role).collect();
+    assert_eq!(
+        &roles[roles.len() - 5..],
+        [
+            MessageRole::Assistant,
+            MessageRole::Tool,
+            MessageRole::Assistant,
+            MessageRole::User,
+            MessageRole::Assistant
+        ]
+    );
+    let notice = &msgs[msgs.len() - 2];
+    assert_eq!(notice.text, notices[0]);
+    assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
+    assert!(msgs[msgs.len() - 3].text.contains("If this answers"));
+
+    // The same text with no call before it is the turn's answer.
+    let (out, notices) = send_noting(&mut s, "what does f3.txt say?");
+    assert_eq!((out.tool_calls, out.reason), (0, StopReason::EndOfTurn));
+    assert!(notices.is_empty(), "{notices:?}");
+    assert!(out.reply.contains("If this answers"), "{}", out.reply);
+}
+
 /// The texts of the session's tool messages, in order.
 fn tool_texts(store: &Store, s: &ChannelSession<'_>) -> Vec<String> {
     store

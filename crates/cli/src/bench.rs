@@ -84,6 +84,10 @@ pub enum BenchCommand {
     Export {
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Runs of each, taken in turn; the medians are compared (one run
+        /// of either varies by half its time with the disk's write-back).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         #[arg(long)]
         json: bool,
     },
@@ -225,7 +229,9 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             weights,
             device,
         } => crate::bench_train::train_step(&model, len, warmup, &weights, device),
-        BenchCommand::Export { model, json } => crate::bench_train::export(home, model, json),
+        BenchCommand::Export { model, runs, json } => {
+            crate::bench_train::export(home, model, runs, json)
+        }
     }
 }
 

@@ -226,50 +226,89 @@ pub fn train(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn export(home: &Home, model: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn export(
+    home: &Home,
+    model: Option<PathBuf>,
+    runs: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
     let model = reverie_models::active::resolve(home, model.as_deref())?;
     let quantize =
         crate::bench::build_reference(home, QUANTIZE_SOURCE, "llama-ref-quantize", json)?;
     let dir = home.root().join("bench").join("export");
     std::fs::create_dir_all(&dir)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-
-    let t0 = Instant::now();
-    // As a night holds the model it exports.
-    let m = Model::load_for_training(&model, &TrainConfig::default())?;
-    let lora = reverie_train::Lora::new(
-        reverie_train::LoraConfig::default(),
-        &m.adaptable(&reverie_train::LoraConfig::default().targets),
-        &m.device,
-    )?;
-    let loaded = t0.elapsed().as_secs_f64();
-    let ours_out = dir.join("ours-q8_0.gguf");
-    export::write_merged_q8_0(&m, Some(&lora), &ours_out)?;
-    let ours = t0.elapsed().as_secs_f64();
-
-    let theirs_out = dir.join("llama-quantize-q8_0.gguf");
-    let out = Command::new(&quantize)
-        .arg(&model)
-        .arg(&theirs_out)
-        .arg(threads.to_string())
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "llama.cpp's quantizer failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let theirs = serde_json::from_slice::<serde_json::Value>(&out.stdout)?["seconds"]
-        .as_f64()
-        .unwrap_or(f64::NAN);
+    let (ours_out, theirs_out) = (
+        dir.join("ours-q8_0.gguf"),
+        dir.join("llama-quantize-q8_0.gguf"),
+    );
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let (mut ours, mut loads, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_bytes, mut theirs_bytes) = (0, 0);
+    for run in 0..runs {
+        let t0 = Instant::now();
+        // As a night holds the model it exports.
+        let m = Model::load_for_training(&model, &TrainConfig::default())?;
+        let lora = reverie_train::Lora::new(
+            reverie_train::LoraConfig::default(),
+            &m.adaptable(&reverie_train::LoraConfig::default().targets),
+            &m.device,
+        )?;
+        loads.push(t0.elapsed().as_secs_f64());
+        export::write_merged_q8_0(&m, Some(&lora), &ours_out)?;
+        ours.push(t0.elapsed().as_secs_f64());
+        drop((m, lora));
+
+        let out = Command::new(&quantize)
+            .arg(&model)
+            .arg(&theirs_out)
+            .arg(threads.to_string())
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "llama.cpp's quantizer failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        theirs.push(
+            serde_json::from_slice::<serde_json::Value>(&out.stdout)?["seconds"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+        );
+        (ours_bytes, theirs_bytes) = (size(&ours_out), size(&theirs_out));
+        let _ = std::fs::remove_file(&ours_out);
+        let _ = std::fs::remove_file(&theirs_out);
+        if !json {
+            eprintln!(
+                "run {}/{runs}: ours {:.2} s, llama.cpp {:.2} s",
+                run + 1,
+                ours[run],
+                theirs[run]
+            );
+        }
+    }
+    let (ours_s, theirs_s) = (median(&ours), median(&theirs));
     output::json(&serde_json::json!({
-        "model": model, "ours_seconds": ours, "ours_load_seconds": loaded,
-        "reference_seconds": theirs, "time_ratio": ours / theirs,
-        "ours_bytes": size(&ours_out), "reference_bytes": size(&theirs_out),
-        "note": "ours = load + dequantize + merge LoRA + quantize + write; reference = llama_model_quantize (llama-quantize) to Q8_0 with requantize",
+        "model": model, "runs": runs,
+        "ours_seconds": ours_s, "ours_load_seconds": median(&loads),
+        "reference_seconds": theirs_s, "time_ratio": ours_s / theirs_s,
+        "ours_runs": ours, "reference_runs": theirs,
+        "ours_bytes": ours_bytes, "reference_bytes": theirs_bytes,
+        "note": "medians of runs taken in turn; ours = load + dequantize + merge LoRA + quantize + write + fsync; reference = llama_model_quantize (llama-quantize) to Q8_0 with requantize",
     }))?;
-    let _ = std::fs::remove_file(ours_out);
-    let _ = std::fs::remove_file(theirs_out);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }

@@ -190,6 +190,9 @@ fn bad_model_files_get_clear_errors() {
     let out = reverie(home, &["bench", "value"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no finished night"));
+    let out = reverie(home, &["bench", "export", "--runs", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--runs must be at least 1"));
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
     let out = reverie(

@@ -21,12 +21,52 @@ pub fn expected(request: &str) -> Option<(f64, String)> {
 /// number at all (a figure in words is the judge's to read).
 pub fn states(answer: &str, value: f64) -> Option<bool> {
     let given = crate::grounding::numbers(&normalized(answer));
-    (!given.is_empty()).then(|| {
-        given.iter().any(|(x, decimals)| {
-            let tolerance = 0.5 * 10f64.powi(-(*decimals as i32)) + 1e-9 * value.abs();
-            (x - value).abs() <= tolerance
+    (!given.is_empty()).then(|| given.iter().any(|&(x, decimals)| equal(x, decimals, value)))
+}
+
+/// Whether `x`, written with `decimals` decimals, is `value` to that
+/// precision.
+fn equal(x: f64, decimals: usize, value: f64) -> bool {
+    let tolerance = 0.5 * 10f64.powi(-(decimals as i32)) + 1e-9 * value.abs();
+    (x - value).abs() <= tolerance
+}
+
+/// Whether `request` asks for its figure at the very end of the answer
+/// ("End your answer with the number"): the answer's last number is then
+/// the one it gives, whatever figures it quotes on the way.
+pub fn wanted_last(request: &str) -> bool {
+    let lower = normalized(request);
+    [
+        "end your answer with the number",
+        "end your reply with the number",
+        "end with the number",
+        "finish your answer with the number",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+}
+
+/// Whether `answer` gives `value` as `request` asks for it: its last number
+/// where the request wants the figure last, any of its numbers otherwise;
+/// `None` where it writes no number.
+pub fn gives(request: &str, answer: &str, value: f64) -> Option<bool> {
+    if !wanted_last(request) {
+        return states(answer, value);
+    }
+    last_number(&normalized(answer)).map(|(x, decimals)| equal(x, decimals, value))
+}
+
+/// The last number written in `text` (a time's last field, a total, a
+/// signed decimal), with its decimals.
+fn last_number(text: &str) -> Option<(f64, usize)> {
+    text.split(|c: char| !(c.is_ascii_digit() || ".,-".contains(c)))
+        .map(|w| w.trim_end_matches(['.', ',', '-']))
+        .filter_map(crate::grounding::number)
+        .filter_map(|n| {
+            let decimals = n.split_once('.').map_or(0, |(_, d)| d.len());
+            n.parse::<f64>().ok().map(|v| (v, decimals))
         })
-    })
+        .next_back()
 }
 
 /// Lowercase, with the signs people type for minus, times and divided by
@@ -326,5 +366,22 @@ mod tests {
         assert_eq!(states("The answer is 16000.", 8850.0), Some(false));
         assert_eq!(states("4 + 31 = 35", 271.0), Some(false));
         assert_eq!(states("no figure at all", 1.0), None);
+    }
+
+    #[test]
+    fn a_figure_asked_for_last_is_the_answer_s_last_number() {
+        let asked = "Count the lines with the level ERROR. End your answer with the number.";
+        assert!(wanted_last(asked));
+        // A copied log quotes the right count on the way and ends on a time.
+        let copied = "5| 09:04:28 ERROR quote failed\n14| 09:13:31 ERROR summary failed\n\nIf this answers the question, say so.";
+        assert_eq!(gives(asked, copied, 3.0), Some(false));
+        assert_eq!(states(copied, 4.0), Some(true), "any figure: 4 is there");
+        assert_eq!(gives(asked, "26 * 3 * 12 / 6 = 156", 156.0), Some(true));
+        assert_eq!(gives(asked, "The answer is 0.", 0.0), Some(true));
+        assert_eq!(gives(asked, "It is −48.2098765", -3.0), Some(false));
+        assert_eq!(gives(asked, "The total is 1,451.", 1451.0), Some(true));
+        assert_eq!(gives(asked, "I could not tell.", 3.0), None);
+        // Not asked for last: any of the answer's figures will do.
+        assert_eq!(gives("How many lines hold ERROR?", copied, 4.0), Some(true));
     }
 }

@@ -10,14 +10,17 @@
 //!
 //! Some successes are as certain: the person asks back a code they gave
 //! earlier in the channel and the answer gives it, a note asked for is
-//! saved with its code, the one file that defines a function is named.
+//! saved with its code, the one file that defines a function is named, a
+//! figure asked for at the end of the answer ("End your answer with the
+//! number") is the one it ends with. A follow-up that only doubts the
+//! answer ("Are you sure?") is held to what the message before it asked.
 //!
 //! Every rule errs towards silence: a rule that cannot tell leaves the
 //! sub-task to the judge.
 
 use reverie_tools::calculator::format_number;
 
-use crate::figure::{expected, states};
+use crate::figure::{expected, gives, wanted_last};
 use crate::file_facts::{asked, names, Fact};
 use crate::grounding::{file_names, quotes};
 
@@ -67,14 +70,15 @@ pub enum Proven {
 /// asked back, what the files say) are worked out once.
 pub fn prove(r: &Record) -> Proven {
     let recalled = recalled(r.request, r.said_before);
+    let question = question(r);
     let fact = r
         .files
-        .and_then(|files| asked(r.request, files, r.read_file));
-    let failed = failures(r, recalled.as_ref(), fact.as_ref());
+        .and_then(|files| asked(question, files, r.read_file));
+    let failed = failures(r, question, recalled.as_ref(), fact.as_ref());
     if !failed.is_empty() {
         return Proven::Failed(failed);
     }
-    let done = successes(r, recalled.as_ref(), fact.as_ref());
+    let done = successes(r, question, recalled.as_ref(), fact.as_ref());
     if done.is_empty() {
         Proven::Nothing
     } else {
@@ -82,9 +86,37 @@ pub fn prove(r: &Record) -> Proven {
     }
 }
 
-/// The failures `r` proves, given the code it asks back and the fact of
-/// the files it asks for.
-fn failures(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>) -> Vec<String> {
+/// What the figure of `r` is asked by: its request, or where the request
+/// only doubts the answer before it ("Are you sure? Check it again."), the
+/// person's message that answer was for.
+fn question<'a>(r: &Record<'a>) -> &'a str {
+    let own = expected(r.request).is_some() || !file_names(r.request).is_empty();
+    match r.said_before.last() {
+        Some(before) if !own && doubt(r.request).is_some() => before,
+        _ => r.request,
+    }
+}
+
+/// How the answer misses `value`, where it does: the number it ends with
+/// where `question` asks for the figure last, any figure otherwise.
+fn misses(question: &str, answer: &str, value: f64) -> Option<&'static str> {
+    match gives(question, answer, value) {
+        Some(false) if wanted_last(question) => {
+            Some("the number the final answer ends with is another")
+        }
+        Some(false) => Some("the final answer gives no such figure"),
+        _ => None,
+    }
+}
+
+/// The failures `r` proves, given what its figure is asked by, the code it
+/// asks back and the fact of the files it asks for.
+fn failures(
+    r: &Record,
+    question: &str,
+    recalled: Option<&(String, String)>,
+    fact: Option<&Fact>,
+) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(e) = error_answer(r.answer) {
         out.push(format!(
@@ -128,11 +160,10 @@ fn failures(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>
             "[verified] the request asks for {form}, and the final answer has none"
         ));
     }
-    if let Some((value, how)) = expected(r.request) {
-        if states(r.answer, value) == Some(false) {
+    if let Some((value, how)) = expected(question) {
+        if let Some(miss) = misses(question, r.answer, value) {
             out.push(format!(
-                "[verified] the request works out to {} ({how}), and the final answer gives no \
-                 such figure",
+                "[verified] the request works out to {} ({how}), and {miss}",
                 format_number(value)
             ));
         }
@@ -165,11 +196,12 @@ fn failures(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>
         }
     }
     match fact {
-        Some(Fact::Figure(value, how)) if states(r.answer, *value) == Some(false) => {
-            out.push(format!(
-                "[verified] {how} when the answer was written, and the final answer gives no \
-                 such figure"
-            ))
+        Some(Fact::Figure(value, how)) => {
+            if let Some(miss) = misses(question, r.answer, *value) {
+                out.push(format!(
+                    "[verified] {how} when the answer was written, and {miss}"
+                ))
+            }
         }
         Some(Fact::Defines { function, file }) if !names(r.answer, file) => out.push(format!(
             "[verified] only {file} defines `{function}`, and the final answer does not name it"
@@ -183,8 +215,15 @@ fn failures(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>
 /// the person asks back something they said earlier in the channel and
 /// the answer gives it; the answer names the one file that defines the
 /// function asked about, and no other; a note asked for was saved with
-/// every code the request gave. Read only where `failures` finds none.
-fn successes(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact>) -> Vec<String> {
+/// every code the request gave; the figure asked for last (a sum, steps,
+/// a count of the files) is the number the answer ends with. Read only
+/// where `failures` finds none.
+fn successes(
+    r: &Record,
+    question: &str,
+    recalled: Option<&(String, String)>,
+    fact: Option<&Fact>,
+) -> Vec<String> {
     let recalled = recalled
         .filter(|(_, code)| r.answer.to_lowercase().contains(code))
         .map(|(what, code)| {
@@ -222,7 +261,27 @@ fn successes(r: &Record, recalled: Option<&(String, String)>, fact: Option<&Fact
                 codes.join(", ")
             )
         });
-    recalled.into_iter().chain(named).chain(saved).collect()
+    let worked_out = expected(question).or_else(|| match fact {
+        Some(Fact::Figure(value, how)) => Some((*value, format!("{how} at the answer"))),
+        _ => None,
+    });
+    let ends_with = worked_out
+        .filter(|(value, _)| {
+            wanted_last(question) && gives(question, r.answer, *value) == Some(true)
+        })
+        .map(|(value, how)| {
+            format!(
+                "[verified] the request works out to {} ({how}), and the final answer ends \
+                 with it",
+                format_number(value)
+            )
+        });
+    recalled
+        .into_iter()
+        .chain(named)
+        .chain(saved)
+        .chain(ends_with)
+        .collect()
 }
 
 /// Whether a note or file saved before the answer holds `code`.
@@ -726,6 +785,68 @@ mod tests {
         assert!(failures(&record(units, "8 km and 850 m make 8,850 m.")).is_empty());
         // A figure in words is the judge's to read.
         assert!(failures(&record("What is 17 * 23?", "Three hundred ninety-one.")).is_empty());
+    }
+
+    #[test]
+    fn a_figure_asked_for_last_is_held_to_the_number_the_answer_ends_with() {
+        let steps = "Start with 26, then multiply by 3, multiply by 12 and divide by 6. What is \
+                     the result? End your answer with the number.";
+        // The right figure on the way, another one last: failed.
+        assert_eq!(
+            failures(&record(
+                steps,
+                "26 * 3 = 78, and 78 * 12 / 6 = 156; so 1,560"
+            )),
+            vec![
+                "[verified] the request works out to 156 (step by step: 26 * 3 = 78 * 12 = 936 \
+                 / 6 = 156), and the number the final answer ends with is another"
+            ]
+        );
+        // Ending with it, whatever was quoted before: done.
+        let done = successes(&record(steps, "data/sales.csv: 2| 26 * 3 * 12 / 6 = 156"));
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(
+            done[0].ends_with("and the final answer ends with it"),
+            "{done:?}"
+        );
+        // Not asked for last: a figure on the way proves nothing either way.
+        let plain = "Start with 26, then multiply by 3, multiply by 12 and divide by 6.";
+        assert!(prove_nothing(&record(plain, "78, then 156, then 1,560")));
+
+        // A follow-up that only doubts the answer is held to the request
+        // before it; one with a request of its own, to its own.
+        let before = [steps];
+        let again = |request, answer| Record {
+            said_before: &before,
+            ..record(request, answer)
+        };
+        assert_eq!(
+            failures(&again(
+                "Hmm, are you sure? Please double-check.",
+                "It is -48.2"
+            ))
+            .len(),
+            1
+        );
+        assert_eq!(
+            successes(&again(
+                "That doesn't look right to me. Check it again?",
+                "It is 156."
+            ))
+            .len(),
+            1
+        );
+        assert_eq!(
+            failures(&again("Are you sure? What is 2 + 2?", "It is 156.")),
+            vec![
+                "[verified] the request works out to 4 (2 + 2 = 4), and the final answer gives no \
+                 such figure"
+            ]
+        );
+    }
+
+    fn prove_nothing(r: &Record) -> bool {
+        matches!(prove(r), Proven::Nothing)
     }
 
     #[test]

@@ -7,15 +7,17 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use candle_core::quantized::gguf_file;
+use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{DType, Device, Tensor};
 use half::f16;
+use rayon::prelude::*;
 use reverie_gguf::{GgmlType, GgufFile, GgufWriter, Value};
 
 use crate::cpu::{gemm, Stored};
 use crate::error::TrainError;
 use crate::lora::Lora;
 use crate::model::Model;
+use crate::quant::{row_bytes, rows_to_f32, Quantized};
 
 /// llama.cpp's `LLAMA_FTYPE_MOSTLY_Q8_0`.
 const FTYPE_Q8_0: u32 = 7;
@@ -126,21 +128,36 @@ pub fn write_merged_q8_0(
         bytes: 0,
     };
     // One thread reads, merges and quantizes the next tensor while this one
-    // writes the last: the disk and the cores work at the same time.
+    // writes the last: the disk and the cores work at the same time. Written
+    // buffers come back to be filled again, so that the pages of a fresh
+    // allocation are not cleared for every tensor.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, TrainError>>(1);
+    let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| -> Result<(), TrainError> {
         let report = &mut report;
         let (tensors, plan) = (&base.tensors, &plan);
         let producer = scope.spawn(move || {
-            for (info, (name, _, target)) in tensors.iter().zip(plan) {
+            let mut raw = Vec::new();
+            for (info, (name, dims, target)) in tensors.iter().zip(plan) {
+                let at = base.data_offset + info.offset;
+                let len = info.byte_len().expect("validated by GgufFile::open") as usize;
+                let mut buf = back_rx.try_recv().unwrap_or_default();
                 let bytes = if *target == info.dtype && !adapted(name) {
                     // 1-D, odd rows, or already q8_0 and not adapted: as is.
-                    let len = info.byte_len().expect("validated by GgufFile::open") as usize;
-                    let mut buf = vec![0u8; len];
-                    src.seek(SeekFrom::Start(base.data_offset + info.offset))
-                        .and_then(|_| src.read_exact(&mut buf))
+                    read_at(&mut src, at, len, &mut buf)
                         .map(|_| buf)
                         .map_err(io(&model.path))
+                } else if let Some(dtype) = banded(&content, name, dims, *target) {
+                    read_at(&mut src, at, len, &mut raw)
+                        .map_err(io(&model.path))
+                        .and_then(|_| {
+                            let (inp, rows) = (dims[0] as usize, dims[1] as usize);
+                            let update = update_of(model, lora, name, (rows, inp))?;
+                            buf.clear();
+                            buf.resize(rows * inp / 32 * 34, 0);
+                            requantize(dtype, &raw, inp, update.as_ref(), &mut buf)?;
+                            Ok(buf)
+                        })
                 } else {
                     merged(model, lora, name, &content, &mut src).map(|values| match target {
                         GgmlType::Q8_0 => quantize_q8_0(&values),
@@ -170,6 +187,7 @@ pub fn write_merged_q8_0(
                 }
                 report.bytes += bytes.len() as u64;
                 writer.write_tensor(name, &bytes).map_err(io(out))?;
+                let _ = back_tx.send(bytes);
             }
             Ok(())
         }();
@@ -180,8 +198,110 @@ pub fn write_merged_q8_0(
     Ok(report)
 }
 
+/// Reads `len` bytes at `at` into `buf`, whose allocation is kept.
+fn read_at(file: &mut File, at: u64, len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    buf.resize(len, 0);
+    file.seek(SeekFrom::Start(at))?;
+    file.read_exact(buf)
+}
+
+/// Values of one band of rows expanded at a time by [`requantize`]: the
+/// whole f32 tensor is never held (the default model's embedding alone
+/// would take half a gigabyte) and a band stays in the caches while it is
+/// merged and quantized.
+const BAND_VALUES: usize = 1 << 16;
+
+/// The block format of `name` where it goes to q8_0 band by band: a 2-D
+/// weight in a format whose rows [`rows_to_f32`] expands.
+fn banded(
+    content: &gguf_file::Content,
+    name: &str,
+    dims: &[u64],
+    target: GgmlType,
+) -> Option<GgmlDType> {
+    let dtype = content.tensor_infos.get(name)?.ggml_dtype;
+    let whole_rows = dims
+        .first()
+        .is_some_and(|&inp| (inp as usize).is_multiple_of(dtype.block_size()));
+    (target == GgmlType::Q8_0 && dims.len() == 2 && Quantized::keeps(dtype) && whole_rows)
+        .then_some(dtype)
+}
+
+/// An adapter's update of one weight on the CPU: `scale·B [out, r]` and
+/// `A [r, in]`.
+struct Update {
+    b: Vec<f32>,
+    a: Vec<f32>,
+    r: usize,
+}
+
+/// The update of weight `name` (`[out, in]`), if it is adapted.
+fn update_of(
+    model: &Model,
+    lora: Option<&Lora>,
+    name: &str,
+    (out, inp): (usize, usize),
+) -> Result<Option<Update>, TrainError> {
+    let Some((scale, ad)) = lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) else {
+        return Ok(None);
+    };
+    let on_cpu = |t: &Tensor| tensor_f32(&t.to_device(&Device::Cpu)?);
+    let (r, a_inp) = ad.a.as_tensor().dims2()?;
+    let b_out = ad.b.as_tensor().dim(0)?;
+    if (b_out, a_inp) != (out, inp) {
+        return Err(TrainError::Model {
+            path: model.path.clone(),
+            reason: format!("{name} is [{out}, {inp}], its adapter [{b_out}, {a_inp}]"),
+        });
+    }
+    let b = on_cpu(ad.b.as_tensor())?;
+    Ok(Some(Update {
+        b: b.iter().map(|v| v * scale as f32).collect(),
+        a: on_cpu(ad.a.as_tensor())?,
+        r,
+    }))
+}
+
+/// `W + scale·B·A` of a weight held in `dtype` blocks (`raw`, rows of `inp`
+/// values) straight to q8_0 in `dst`, band by band on every core.
+fn requantize(
+    dtype: GgmlDType,
+    raw: &[u8],
+    inp: usize,
+    update: Option<&Update>,
+    dst: &mut [u8],
+) -> candle_core::Result<()> {
+    let (src_row, dst_row) = (row_bytes(dtype, inp), inp / 32 * 34);
+    if raw.len() / src_row * dst_row != dst.len() || !raw.len().is_multiple_of(src_row) {
+        candle_core::bail!("{dtype:?} rows of {inp} do not fill {} bytes", raw.len());
+    }
+    let rows = (BAND_VALUES / inp).max(1);
+    dst.par_chunks_mut(rows * dst_row)
+        .zip(raw.par_chunks(rows * src_row))
+        .enumerate()
+        .try_for_each_init(Vec::new, |w, (band, (q, src))| {
+            let n = q.len() / dst_row;
+            w.resize(n * inp, 0.0);
+            rows_to_f32(dtype, src, w, inp)?;
+            if let Some(u) = update {
+                let b = &u.b[band * rows * u.r..][..n * u.r];
+                gemm(
+                    w,
+                    (n, inp, u.r),
+                    (b, Stored::AsIs),
+                    (&u.a, Stored::AsIs),
+                    true,
+                );
+            }
+            quantize_blocks(w, q);
+            Ok(())
+        })
+}
+
 /// The f32 values of tensor `name`, exactly as the file holds them, with
-/// its adapter merged in: `W += (α/r)·B·A`, one gemm into the values.
+/// its adapter merged in: `W += (α/r)·B·A`, one gemm into the values. For
+/// the formats [`requantize`] does not take.
 fn merged(
     model: &Model,
     lora: Option<&Lora>,
@@ -196,25 +316,14 @@ fn merged(
             reason: format!("{name}: {e}"),
         })?;
     let mut w = crate::quant::dequantize(&q)?;
-    if let Some((scale, ad)) = lora.and_then(|l| l.adapters.get(name).map(|a| (l.scale(), a))) {
-        let on_cpu = |t: &Tensor| tensor_f32(&t.to_device(&Device::Cpu)?);
-        let (a, b) = (on_cpu(ad.a.as_tensor())?, on_cpu(ad.b.as_tensor())?);
-        let ((r, inp), out) = (ad.a.as_tensor().dims2()?, ad.b.as_tensor().dim(0)?);
-        if w.len() != out * inp {
-            return Err(TrainError::Model {
-                path: model.path.clone(),
-                reason: format!(
-                    "{name} holds {} values, its adapter [{out}, {inp}]",
-                    w.len()
-                ),
-            });
-        }
-        let b: Vec<f32> = b.iter().map(|v| v * scale as f32).collect();
+    let out = q.shape().dims().first().copied().unwrap_or(1);
+    let inp = w.len() / out.max(1);
+    if let Some(u) = update_of(model, lora, name, (out, inp))? {
         gemm(
             &mut w,
-            (out, inp, r),
-            (&b, Stored::AsIs),
-            (&a, Stored::AsIs),
+            (out, inp, u.r),
+            (&u.b, Stored::AsIs),
+            (&u.a, Stored::AsIs),
             true,
         );
     }
@@ -289,5 +398,55 @@ mod tests {
             }
         }
         assert!(quantize_q8_0(&[0.0; 32]).iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn band_by_band_equals_the_whole_tensor_merged_then_quantized() {
+        use candle_core::quantized::QTensor;
+        // Rows that are not a whole number of bands, an update of rank 3.
+        let (out, inp, r) = (301, 512, 3);
+        let values: Vec<f32> = (0..out * inp).map(|i| ((i as f32) * 0.013).sin()).collect();
+        let w = Tensor::from_vec(values, (out, inp), &Device::Cpu).unwrap();
+        let update = Update {
+            b: (0..out * r)
+                .map(|i| ((i as f32) * 0.7).cos() * 0.01)
+                .collect(),
+            a: (0..r * inp).map(|i| ((i as f32) * 0.3).sin()).collect(),
+            r,
+        };
+        for dtype in [
+            GgmlDType::Q4K,
+            GgmlDType::Q5_0,
+            GgmlDType::Q6K,
+            GgmlDType::Q8_0,
+            GgmlDType::F16,
+        ] {
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            let raw = q.data().unwrap();
+            for with in [None, Some(&update)] {
+                let mut whole = crate::quant::dequantize(&q).unwrap();
+                if let Some(u) = with {
+                    let shape = (out, inp, u.r);
+                    gemm(
+                        &mut whole,
+                        shape,
+                        (&u.b, Stored::AsIs),
+                        (&u.a, Stored::AsIs),
+                        true,
+                    );
+                }
+                let mut banded = vec![0u8; out * inp / 32 * 34];
+                requantize(dtype, &raw, inp, with, &mut banded).unwrap();
+                assert!(
+                    banded == quantize_q8_0(&whole),
+                    "{dtype:?}, update {}",
+                    with.is_some()
+                );
+            }
+        }
+        let mut short = vec![0u8; 34];
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        let err = requantize(GgmlDType::Q8_0, &q.data().unwrap(), inp, None, &mut short);
+        assert!(err.unwrap_err().to_string().contains("do not fill"));
     }
 }

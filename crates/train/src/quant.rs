@@ -61,6 +61,27 @@ macro_rules! by_block {
 /// Expands whole rows of `T` blocks (`bytes`, rows of `inp` values) into
 /// `dst`, rows in parallel.
 fn expand<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize) -> Result<()> {
+    decode::<T>(bytes, dst, inp, true)
+}
+
+/// [`expand`] on the calling thread, for callers that split the rows
+/// among threads themselves.
+fn expand_here<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize) -> Result<()> {
+    decode::<T>(bytes, dst, inp, false)
+}
+
+/// Rows of `inp` values held in `dtype` blocks (`bytes`) expanded into
+/// `dst` on the calling thread.
+pub(crate) fn rows_to_f32(
+    dtype: GgmlDType,
+    bytes: &[u8],
+    dst: &mut [f32],
+    inp: usize,
+) -> Result<()> {
+    by_block!(dtype, expand_here(bytes, dst, inp))
+}
+
+fn decode<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize, parallel: bool) -> Result<()> {
     let size = std::mem::size_of::<T>();
     if !bytes.len().is_multiple_of(size) || !inp.is_multiple_of(T::BLCK_SIZE) {
         candle_core::bail!("{:?} blocks do not tile a row of {inp}", T::DTYPE);
@@ -89,9 +110,15 @@ fn expand<T: GgmlType>(bytes: &[u8], dst: &mut [f32], inp: usize) -> Result<()> 
             dst.len()
         );
     }
-    dst.par_chunks_mut(inp)
-        .zip(blocks.par_chunks(per_row))
-        .for_each(|(d, b)| T::to_float(b, d));
+    if parallel {
+        dst.par_chunks_mut(inp)
+            .zip(blocks.par_chunks(per_row))
+            .for_each(|(d, b)| T::to_float(b, d));
+    } else {
+        for (d, b) in dst.chunks_mut(inp).zip(blocks.chunks(per_row)) {
+            T::to_float(b, d);
+        }
+    }
     Ok(())
 }
 
@@ -112,7 +139,7 @@ pub(crate) fn dequantize(q: &QTensor) -> Result<Vec<f32>> {
 }
 
 /// Bytes of one row of `inp` values in `dtype`.
-fn row_bytes(dtype: GgmlDType, inp: usize) -> usize {
+pub(crate) fn row_bytes(dtype: GgmlDType, inp: usize) -> usize {
     inp / dtype.block_size() * dtype.type_size()
 }
 

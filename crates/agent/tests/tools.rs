@@ -538,20 +538,12 @@ fn an_answer_naming_a_file_that_is_nowhere_is_told_so_once() {
     assert_eq!(out.reply, "It is in `nowhere.py`.");
     assert_eq!(notices.len(), 1, "{notices:?}");
     assert!(notices[0].starts_with("`nowhere.py` is not in the workspace"));
-    let msgs = store.messages(s.channel()).unwrap();
-    let roles: Vec<MessageRole> = msgs.iter().map(|m| m.role).collect();
-    assert_eq!(
-        &roles[roles.len() - 4..],
-        [
-            MessageRole::User,
-            MessageRole::Assistant,
-            MessageRole::User,
-            MessageRole::Assistant
-        ]
+    ends_on_notice_and_reply(
+        &store,
+        &s,
+        &notices[0],
+        &[MessageRole::User, MessageRole::Assistant],
     );
-    let notice = &msgs[msgs.len() - 2];
-    assert_eq!(notice.text, notices[0]);
-    assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
 
     for (name, question) in [
         ("f3.txt", "which file holds file 3?"),
@@ -592,21 +584,12 @@ fn a_reply_that_copies_the_tool_output_gets_one_more_in_words() {
     );
     // The reply after it is in words: the last reply's grammar, not the copy.
     assert!(!out.reply.contains("If this answers"), "{}", out.reply);
-    let msgs = store.messages(s.channel()).unwrap();
-    let roles: Vec<MessageRole> = msgs.iter().map(|m| m.role).collect();
-    assert_eq!(
-        &roles[roles.len() - 5..],
-        [
-            MessageRole::Assistant,
-            MessageRole::Tool,
-            MessageRole::Assistant,
-            MessageRole::User,
-            MessageRole::Assistant
-        ]
-    );
-    let notice = &msgs[msgs.len() - 2];
-    assert_eq!(notice.text, notices[0]);
-    assert!(notice.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
+    let before = [
+        MessageRole::Assistant,
+        MessageRole::Tool,
+        MessageRole::Assistant,
+    ];
+    let msgs = ends_on_notice_and_reply(&store, &s, &notices[0], &before);
     assert!(msgs[msgs.len() - 3].text.contains("If this answers"));
 
     // The same text with no call before it is the turn's answer.
@@ -614,6 +597,25 @@ fn a_reply_that_copies_the_tool_output_gets_one_more_in_words() {
     assert_eq!((out.tool_calls, out.reason), (0, StopReason::EndOfTurn));
     assert!(notices.is_empty(), "{notices:?}");
     assert!(out.reply.contains("If this answers"), "{}", out.reply);
+}
+
+/// Asserts that the channel ends on the `before` roles, then `notice` as
+/// a harness message (every token a warning), then one reply; its messages.
+fn ends_on_notice_and_reply(
+    store: &Store,
+    s: &ChannelSession<'_>,
+    notice: &str,
+    before: &[MessageRole],
+) -> Vec<reverie_core::Message> {
+    let msgs = store.messages(s.channel()).unwrap();
+    let roles: Vec<MessageRole> = msgs.iter().map(|m| m.role).collect();
+    let mut tail = before.to_vec();
+    tail.extend([MessageRole::User, MessageRole::Assistant]);
+    assert_eq!(&roles[roles.len() - tail.len()..], tail.as_slice());
+    let told = &msgs[msgs.len() - 2];
+    assert_eq!(told.text, notice);
+    assert!(told.tokens.roles.iter().all(|r| *r == TokenRole::Warning));
+    msgs
 }
 
 /// The texts of the session's tool messages, in order.

@@ -30,8 +30,10 @@ pub(crate) const RESULT_HINT: &str =
 /// of a CSV column, the default model read the file and added the numbers
 /// in its head, wrongly (6 of 10 simulated files tasks); with this hint it
 /// used the calculator in 3 of those and answered 2 right (files tasks: 0
-/// of 10 → 2 of 10, none lost).
-pub(crate) const READ_HINT: &str = "If this answers the question, tell the user the answer now, in words. If the answer is a sum of numbers in it, add them with the calculator first.";
+/// of 10 → 2 of 10, none lost). Asked to count a log's WARN lines, it read
+/// the file again and again and answered with the file's line count (3 of
+/// 10 failed files tasks): grep counts the lines that match.
+pub(crate) const READ_HINT: &str = "If this answers the question, tell the user the answer now, in words. If the answer is a sum of numbers in it, add them with the calculator first. To count the lines that hold a word, grep the file for it.";
 
 /// Tools whose result says where to look next, not what the answer is:
 /// their results carry no [`RESULT_HINT`]. With it, the default model

@@ -78,65 +78,128 @@ fn glob_matches(g: &globset::GlobMatcher, rel: &std::path::Path) -> bool {
 fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     let a: GrepArgs = parse_args("grep", args)?;
     let max = a.max_results.clamp(1, MAX_RESULTS);
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(a.ignore_case)
-        .build(&a.pattern)
-        .map_err(|e| {
-            ToolError::refused(format!(
-                "`{}` is not a valid regular expression: {e}. Escape special characters like ( [ . with a backslash",
-                a.pattern
-            ))
-        })?;
-    let mut glob = a.glob.as_deref().map(compile_glob).transpose()?;
+    let matcher = regex_matcher(&a.pattern, a.ignore_case)?;
     let (said, walk) = walker(tb, &a.path)?;
-    let mut out = said.unwrap_or_default();
     let root = tb.workspace().root().to_path_buf();
-    // A glob that no file there matches is dropped, and the result says
-    // so: made to look, the default model passed `.*` (a regular
-    // expression) as the glob and was told "no matches" in every folder.
-    if let Some(g) = &glob {
-        let (_, files) = walker(tb, &a.path)?;
-        let any = files
-            .filter_map(Result::ok)
-            .take(5_000)
-            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-            .any(|e| glob_matches(g, e.path().strip_prefix(&root).unwrap_or(e.path())));
-        if !any {
-            out.push_str(&format!(
-                "No file in `{}` matches the glob `{}`, so the glob was left out.\n",
-                tb.workspace().display(&abs_of(tb, &a.path)),
-                a.glob.as_deref().unwrap_or_default()
-            ));
-            glob = None;
-        }
-    }
-    let found = search(tb, walk, glob.as_ref(), &matcher, max);
-    if !found.hits.is_empty() {
-        out.push_str(&grep_summary(&found));
-        return Ok(out.into());
-    }
-    out.push_str(&format!("no matches for `{}`", a.pattern));
+    let place = tb.workspace().display(&abs_of(tb, &a.path));
+    let (glob, glob_note) = match a.glob.as_deref() {
+        Some(g) => usable_glob(tb, &a.path, g, &place)?,
+        None => (None, None),
+    };
+    // What the search found comes first and what the tool changed about
+    // the call after it: given the note first ("No file in `src` matches
+    // the glob …"), the default model answered with the note in 4 of 10
+    // simulated files tasks, with the matching line right below it.
+    let mut notes: Vec<String> = glob_note.into_iter().collect();
+    let mut found = search(tb, walk, glob.as_ref(), &matcher, max);
     // Narrowed to a place it guessed, the default model was told "no
     // matches" and answered from that; the rest of the workspace is
     // searched too, and said to be.
     let narrowed = abs_of(tb, &a.path) != root || glob.is_some();
-    if narrowed {
+    if found.hits.is_empty() && narrowed {
         let (_, everywhere) = walker(tb, "")?;
         let wide = search(tb, everywhere, None, &matcher, max);
         if !wide.hits.is_empty() {
-            out.push_str(&format!(
-                " in `{}`{}. Searched the whole workspace instead: ",
-                tb.workspace().display(&abs_of(tb, &a.path)),
-                a.glob
-                    .as_deref()
-                    .filter(|_| glob.is_some())
-                    .map(|g| format!(" (glob `{g}`)"))
-                    .unwrap_or_default(),
+            let glob = glob.as_ref().and(a.glob.as_deref());
+            let within = glob.map(|g| format!(" (glob `{g}`)")).unwrap_or_default();
+            notes.push(format!(
+                "Nothing in `{place}`{within} matches `{}`; these lines are from the whole workspace.",
+                a.pattern
             ));
-            out.push_str(&grep_summary(&wide));
+            found = wide;
         }
     }
+    // Asked which file defines a function, the default model searched for
+    // the file it guessed (`build_summary.py`) rather than the name, and
+    // repeated that until the harness stopped the turn.
+    if found.hits.is_empty() {
+        if let Some(stem) = name_without_extension(&a.pattern) {
+            let (_, everywhere) = walker(tb, "")?;
+            // A stem is word characters only: a pattern as it is.
+            let plain = regex_matcher(stem, a.ignore_case)?;
+            let by_stem = search(tb, everywhere, None, &plain, max);
+            if !by_stem.hits.is_empty() {
+                notes.push(format!(
+                    "No line holds `{}`; these hold `{stem}`, the name without its extension.",
+                    a.pattern
+                ));
+                found = by_stem;
+            }
+        }
+    }
+    let mut out = said.unwrap_or_default();
+    if found.hits.is_empty() {
+        out.push_str(&format!("no matches for `{}`", a.pattern));
+        if narrowed {
+            out.push_str(" anywhere in the workspace");
+        }
+    } else {
+        out.push_str(&grep_summary(&found));
+    }
+    for note in notes {
+        out.push_str(&format!("\n({note})"));
+    }
     Ok(out.into())
+}
+
+fn regex_matcher(pattern: &str, ignore_case: bool) -> Result<grep_regex::RegexMatcher, ToolError> {
+    RegexMatcherBuilder::new()
+        .case_insensitive(ignore_case)
+        .build(pattern)
+        .map_err(|e| {
+            ToolError::refused(format!(
+                "`{pattern}` is not a valid regular expression: {e}. Escape special characters like ( [ . with a backslash"
+            ))
+        })
+}
+
+/// The glob a search under `rel` uses for the `glob` it was given, and a
+/// note when it is not that glob. Made to look, the default model passed
+/// regular expressions as globs (`.*`, `.*py`): they are read as the globs
+/// they mean (`*`, `*py`). A glob that no file there matches is dropped,
+/// and the note says so (else "no matches" in every folder).
+fn usable_glob(
+    tb: &Toolbox,
+    rel: &str,
+    given: &str,
+    place: &str,
+) -> Result<(Option<globset::GlobMatcher>, Option<String>), ToolError> {
+    let read = glob_of_regex(given);
+    if matches!(read.as_str(), "" | "*" | "**" | "**/*") {
+        return Ok((None, None));
+    }
+    let g = compile_glob(&read)?;
+    let root = tb.workspace().root().to_path_buf();
+    let (_, files) = walker(tb, rel)?;
+    let any = files
+        .filter_map(Result::ok)
+        .take(5_000)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .any(|e| glob_matches(&g, e.path().strip_prefix(&root).unwrap_or(e.path())));
+    if !any {
+        let note = format!(
+            "No file in `{place}` matches the glob `{given}`, so every file there was searched."
+        );
+        return Ok((None, Some(note)));
+    }
+    let note = (read != given).then(|| format!("The glob `{given}` was read as `{read}`."));
+    Ok((Some(g), note))
+}
+
+/// The glob a regular expression given as one means: `.*` for `*`, `\.`
+/// for `.`, without anchors. Anything else is left as it is.
+fn glob_of_regex(given: &str) -> String {
+    let t = given.trim();
+    let t = t.strip_prefix('^').unwrap_or(t);
+    let t = t.strip_suffix('$').unwrap_or(t);
+    t.replace(".*", "*").replace("\\.", ".")
+}
+
+/// `name` for a pattern that is a plain file name such as `name.py`.
+fn name_without_extension(pattern: &str) -> Option<&str> {
+    let (stem, ext) = pattern.rsplit_once('.')?;
+    let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (word(stem) && word(ext) && ext.len() <= 5).then_some(stem)
 }
 
 /// What one search found: the lines shown, and every match counted.

@@ -36,13 +36,29 @@ fn grep_and_glob_respect_gitignore_and_limits() {
         json!({"pattern": "main", "ignore_case": true, "glob": "*.py"}),
     );
     assert_has(&hits, "src/util.py:1: MAIN = 1");
-    // A glob no file there matches is dropped, and said to be.
+    // A regular expression given as a glob is read as the glob it means;
+    // one no file there matches is dropped. What was found comes first,
+    // what the tool changed about the call after it.
     assert_eq!(
         f.ok_text(
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": ".*"}),
         ),
-        "No file in `src` matches the glob `.*`, so the glob was left out.\n1 matching line in 1 file:\nsrc/app.py:1: def main():"
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():"
+    );
+    assert_eq!(
+        f.ok_text(
+            "grep",
+            json!({"pattern": "main", "ignore_case": true, "glob": ".*\\.py$"}),
+        ),
+        "2 matching lines in 2 files:\nsrc/app.py:1: def main():\nsrc/util.py:1: MAIN = 1\n(The glob `.*\\.py$` was read as `*.py`.)"
+    );
+    assert_eq!(
+        f.ok_text(
+            "grep",
+            json!({"pattern": "def main", "path": "src", "glob": "*.rs"}),
+        ),
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(No file in `src` matches the glob `*.rs`, so every file there was searched.)"
     );
     // Nothing where it was narrowed to: the whole workspace is searched
     // too (still without what .gitignore leaves out), and said to be.
@@ -51,18 +67,24 @@ fn grep_and_glob_respect_gitignore_and_limits() {
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": "util.py"}),
         ),
-        "no matches for `def main` in `src` (glob `util.py`). Searched the whole workspace instead: 1 matching line in 1 file:\nsrc/app.py:1: def main():"
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(Nothing in `src` (glob `util.py`) matches `def main`; these lines are from the whole workspace.)"
     );
     assert_eq!(
         f.ok_text("grep", json!({"pattern": "return 42", "path": "src/util.py"})),
-        "no matches for `return 42` in `src/util.py`. Searched the whole workspace instead: 1 matching line in 1 file:\nsrc/app.py:2:     return 42"
+        "1 matching line in 1 file:\nsrc/app.py:2:     return 42\n(Nothing in `src/util.py` matches `return 42`; these lines are from the whole workspace.)"
+    );
+    // A file name searched for as a pattern: the name without its
+    // extension is searched for too.
+    assert_eq!(
+        f.ok_text("grep", json!({"pattern": "main.py"})),
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(No line holds `main.py`; these hold `main`, the name without its extension.)"
     );
     assert_eq!(
         f.ok_text(
             "grep",
             json!({"pattern": "def main(): pass", "path": "src"})
         ),
-        "no matches for `def main(): pass`"
+        "no matches for `def main(): pass` anywhere in the workspace"
     );
     assert_has(
         &f.ok_text("grep", json!({"pattern": "nothing-here"})),

@@ -7,11 +7,26 @@
 
 use std::collections::HashSet;
 
-use crate::guard::{READ_HINT, RESULT_HINT};
+use crate::guard::{DONE_HINT, READ_HINT, RESULT_HINT};
 
 /// What the harness says before the reply in words.
 pub const NOTICE: &str =
     "Your reply repeated the tool's output instead of answering. Say what the user asked for, in a sentence or two.";
+
+/// What the harness says to a reply that repeated an earlier turn's tool
+/// output in a turn that has called nothing: there is nothing to answer
+/// from yet, so the next reply calls a tool. Asked to recall a note it had
+/// saved, the default model sent back the listing of an earlier turn,
+/// hint and all (simulated notes tasks).
+pub const LOOK_NOTICE: &str =
+    "Your reply repeated an earlier tool's output instead of answering. Look up what the user asked for with a tool, then answer in words.";
+
+/// Whether `reply` repeats a hint the harness wrote under one of `results`.
+pub fn repeats_hint<'a>(reply: &str, results: impl IntoIterator<Item = &'a str> + Clone) -> bool {
+    [READ_HINT, RESULT_HINT, DONE_HINT]
+        .iter()
+        .any(|h| reply.contains(h) && results.clone().into_iter().any(|r| r.contains(h)))
+}
 
 /// Lines shorter than this are too common to count as copied ("ok", "}").
 const MIN_LINE: usize = 8;
@@ -20,10 +35,7 @@ const MIN_LINE: usize = 8;
 /// hint the harness wrote into them, or at least three of its lines, and
 /// more than half of them, are lines of a result.
 pub fn copies(reply: &str, results: &[String]) -> bool {
-    let hinted = [READ_HINT, RESULT_HINT]
-        .iter()
-        .any(|h| reply.contains(h) && results.iter().any(|r| r.contains(h)));
-    if hinted {
+    if repeats_hint(reply, results.iter().map(String::as_str)) {
         return true;
     }
     let seen: HashSet<&str> = results
@@ -64,5 +76,14 @@ mod tests {
         assert!(!copies("The answer is 2.", &results));
         // The hint counts only where the harness wrote it.
         assert!(!copies(READ_HINT, &[log.to_string()]));
+        let saved = format!("saved note 1: Codes\n\n{DONE_HINT}");
+        assert!(repeats_hint(
+            &format!("1: Codes. {DONE_HINT}"),
+            [saved.as_str()]
+        ));
+        assert!(!repeats_hint(
+            "I saved both codes in a note.",
+            [saved.as_str()]
+        ));
     }
 }

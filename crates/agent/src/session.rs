@@ -91,9 +91,18 @@ pub struct ChannelSession<'a> {
     /// Tools taken out of this turn's grammar: a call of each failed
     /// twice the same way.
     blocked: Vec<String>,
-    /// The next reply must be a call of a tool that looks ([`LOOKING_TOOLS`]):
-    /// the last answer named a file that is nowhere.
-    must_look: bool,
+    /// The next reply must be a call: of a tool that looks
+    /// ([`LOOKING_TOOLS`]) when the last answer named a file that is
+    /// nowhere, of any tool offered when it repeated an earlier turn's
+    /// tool output.
+    must_call: Option<MustCall>,
+}
+
+/// The tools a reply that must call one may choose from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MustCall {
+    Look,
+    Any,
 }
 
 impl<'a> ChannelSession<'a> {
@@ -126,7 +135,7 @@ impl<'a> ChannelSession<'a> {
             tools: None,
             offered: Vec::new(),
             blocked: Vec::new(),
-            must_look: false,
+            must_call: None,
             constraint: None,
             script: Default::default(),
         })
@@ -300,7 +309,7 @@ impl<'a> ChannelSession<'a> {
         let mut read: Vec<String> = Vec::new();
         loop {
             last = self.reply(params, cancel, on_event, std::mem::take(&mut prefix))?;
-            self.must_look = false;
+            self.must_call = None;
             sampled += last.sampled;
             let calls = match (&self.tools, &last.calling) {
                 (Some(_), Some(calling)) => {
@@ -310,6 +319,26 @@ impl<'a> ChannelSession<'a> {
                 (None, _) => Vec::new(),
             };
             if calls.is_empty() {
+                // An answer that repeats an earlier turn's tool output,
+                // in a turn that has called nothing, gets one look.
+                let repeated = !names_checked
+                    && last.reason == StopReason::EndOfTurn
+                    && calls_made == 0
+                    && self.can_call()
+                    && crate::copied::repeats_hint(&last.text, self.tool_messages());
+                if repeated {
+                    names_checked = true;
+                    self.record_notice(crate::copied::LOOK_NOTICE)?;
+                    on_event(ChatEvent::Notice {
+                        channel: ch,
+                        text: crate::copied::LOOK_NOTICE.to_string(),
+                    });
+                    self.must_call = Some(MustCall::Any);
+                    let mut t = self.transcript.clone();
+                    prefix = self.engine.extend_transcript(&mut t, &[])?;
+                    self.transcript = t;
+                    continue;
+                }
                 // An answer naming a file that is nowhere gets one look.
                 let missing = if names_checked || last.reason != StopReason::EndOfTurn {
                     Vec::new()
@@ -329,7 +358,7 @@ impl<'a> ChannelSession<'a> {
                 // Told only that the file was not there, the default
                 // model gave the same answer again (4 of 4 simulated files
                 // tasks), or copied the notice: the next reply looks.
-                self.must_look = true;
+                self.must_call = Some(MustCall::Look);
                 let mut t = self.transcript.clone();
                 prefix = self.engine.extend_transcript(&mut t, &[])?;
                 self.transcript = t;
@@ -420,7 +449,11 @@ impl<'a> ChannelSession<'a> {
         }
         // A reply that hands back the tool's output gets one more, in words.
         let wrap_up = self.tools.as_ref().and_then(|t| t.wrap_up.clone());
-        let copied = last.reason == StopReason::EndOfTurn
+        // So does the answer a stopped turn ends on (after a stop, the
+        // default model answered a request to save two codes with the
+        // notes listing it had asked for again and again).
+        let stopped_by_guard = last.reason == StopReason::ToolLimit;
+        let copied = (last.reason == StopReason::EndOfTurn || stopped_by_guard)
             && calls_made > 0
             && crate::copied::copies(&last.text, &read);
         if let Some(constraint) = wrap_up.filter(|_| copied) {
@@ -436,6 +469,9 @@ impl<'a> ChannelSession<'a> {
             });
             last = self.wrap_up(constraint, params, cancel, on_event)?;
             sampled += last.sampled;
+            if stopped_by_guard && last.reason == StopReason::EndOfTurn {
+                last.reason = StopReason::ToolLimit;
+            }
         }
         // A turn that ends looking unfinished gets the question; a "no"
         // marks the ended reply for the night and the model goes on.
@@ -848,6 +884,20 @@ impl ChannelSession<'_> {
         crate::unseen_files::missing_files(tools.toolbox.workspace(), request, reply)
     }
 
+    /// Whether the next reply may call a tool at all.
+    fn can_call(&self) -> bool {
+        self.tools.is_some() && !self.every_tool_blocked()
+    }
+
+    /// The tool results of the live context, as the model read them.
+    fn tool_messages(&self) -> impl Iterator<Item = &str> + Clone {
+        self.transcript
+            .messages
+            .iter()
+            .filter(|m| m.role == MessageRole::Tool)
+            .map(|m| m.content.as_str())
+    }
+
     fn unseen_files_notice(&self, missing: &[String]) -> String {
         let tools = self
             .tools
@@ -876,7 +926,7 @@ impl ChannelSession<'_> {
         definitions.retain(|d| {
             let name = d["function"]["name"].as_str().unwrap_or_default();
             !self.blocked.iter().any(|b| b == name)
-                && (!self.must_look || LOOKING_TOOLS.contains(&name))
+                && (self.must_call != Some(MustCall::Look) || LOOKING_TOOLS.contains(&name))
         });
         if definitions.is_empty() {
             return None;
@@ -886,7 +936,7 @@ impl ChannelSession<'_> {
             .tool_calling(&self.transcript, &definitions, ToolChoice::Auto)
             .map(|mut calling| {
                 // Held to a call from the first token (read as a bare call).
-                if self.must_look {
+                if self.must_call.is_some() {
                     calling.constraint = Some(Constraint::JsonSchema(reverie_infer::call_schema(
                         &definitions,
                     )));

@@ -592,11 +592,69 @@ fn a_reply_that_copies_the_tool_output_gets_one_more_in_words() {
     let msgs = ends_on_notice_and_reply(&store, &s, &notices[0], &before);
     assert!(msgs[msgs.len() - 3].text.contains("If this answers"));
 
-    // The same text with no call before it is the turn's answer.
-    let (out, notices) = send_noting(&mut s, "what does f3.txt say?");
+    // The same text where no tool has answered anything is the answer.
+    let mut fresh = forced_session(&engine, &store, &services, "copying-fresh", copy);
+    let (out, notices) = send_noting(&mut fresh, "what does f3.txt say?");
     assert_eq!((out.tool_calls, out.reason), (0, StopReason::EndOfTurn));
     assert!(notices.is_empty(), "{notices:?}");
     assert!(out.reply.contains("If this answers"), "{}", out.reply);
+}
+
+#[test]
+fn a_stopped_turn_s_copied_answer_gets_one_more_and_a_later_copy_looks() {
+    let (_dir, store, services, engine) = setup(1);
+    write_files(&services, &store, "stopped-copy");
+    let call = r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#;
+    let copy = r#"root ::= "1| stopped-copy holds file 3\nIf this answers the question, tell the user the answer now, in words.""#;
+    let gbnf = |g: &str| Constraint::Gbnf(g.into());
+    let id = store.ensure_channel("stopped-copy").unwrap();
+    let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+    // The turn stops after two calls, and its answer copies the result.
+    (setup.max_calls, setup.wrap_up) = (2, Some(gbnf(copy)));
+    let mut s = ChannelSession::open(&engine, &store, "stopped-copy", "Be brief.")
+        .unwrap()
+        .with_tools(setup);
+    s.set_reply_constraint(Some(gbnf(call)));
+    let (out, notices) = send_noting(&mut s, "what does f3.txt say?");
+    assert_eq!((out.tool_calls, out.reason), (2, StopReason::ToolLimit));
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices[1].starts_with(reverie_agent::copied::NOTICE),
+        "{notices:?}"
+    );
+
+    // A later turn whose first reply is that copy, with nothing called
+    // yet, is told to look, and may call again.
+    s.script_replies(vec![gbnf(copy), gbnf(call)]);
+    let (out, notices) = send_noting(&mut s, "and what did it say?");
+    assert_eq!(
+        notices.first().map(String::as_str),
+        Some(reverie_agent::copied::LOOK_NOTICE),
+        "{notices:?}"
+    );
+    assert!(out.tool_calls >= 1);
+    let msgs = store.messages(s.channel()).unwrap();
+    let told = msgs
+        .iter()
+        .position(|m| m.text == reverie_agent::copied::LOOK_NOTICE)
+        .unwrap();
+    assert!(msgs[told]
+        .tokens
+        .roles
+        .iter()
+        .all(|r| *r == TokenRole::Warning));
+    assert_eq!(
+        (
+            msgs[told - 1].role,
+            msgs[told + 1].role,
+            msgs[told + 2].role
+        ),
+        (
+            MessageRole::Assistant,
+            MessageRole::Assistant,
+            MessageRole::Tool
+        )
+    );
 }
 
 /// Asserts that the channel ends on the `before` roles, then `notice` as

@@ -76,6 +76,11 @@ pub enum BenchCommand {
         /// quantized-f32 (products in f32), f32, or bf16 (AMX tiles).
         #[arg(long, default_value = "quantized")]
         weights: String,
+        /// Whether the step keeps its whole graph for the backward pass or
+        /// recomputes each layer from its input: auto (as a night chooses),
+        /// keep or recompute.
+        #[arg(long, default_value = "auto")]
+        graph: String,
         /// Where the step runs: auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: reverie_train::DeviceChoice,
@@ -227,8 +232,9 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             len,
             warmup,
             weights,
+            graph,
             device,
-        } => crate::bench_train::train_step(&model, len, warmup, &weights, device),
+        } => crate::bench_train::train_step(&model, len, warmup, &weights, &graph, device),
         BenchCommand::Export { model, runs, json } => {
             crate::bench_train::export(home, model, runs, json)
         }

@@ -35,6 +35,7 @@ pub fn train_step(
     len: usize,
     warmup: usize,
     weights: &str,
+    graph: &str,
     device: reverie_train::DeviceChoice,
 ) -> anyhow::Result<ExitCode> {
     let (quantized, cpu_bf16) = match weights {
@@ -46,6 +47,13 @@ pub fn train_step(
             bail!("unknown weight format {other:?}; choose quantized, quantized-f32, f32 or bf16")
         }
     };
+    let defaults = TrainConfig::default();
+    let (recompute, recompute_above) = match graph {
+        "auto" => (defaults.recompute, defaults.recompute_above),
+        "keep" => (false, defaults.recompute_above),
+        "recompute" => (true, 0),
+        other => bail!("unknown graph choice {other:?}; choose auto, keep or recompute"),
+    };
     let cfg = TrainConfig {
         batch_size: 1,
         epochs: warmup + 1,
@@ -53,7 +61,9 @@ pub fn train_step(
         cpu_bf16,
         quantized,
         device,
-        ..TrainConfig::default()
+        recompute,
+        recompute_above,
+        ..defaults
     };
     let m = Model::load_for_training(model, &cfg)?;
     let ids: Vec<i32> = (0..len)
@@ -77,6 +87,7 @@ pub fn train_step(
         token_advantages: vec![],
         earlier: vec![],
     };
+    let keeps_graph = reverie_train::memory::keeps_graph(&cfg, &m.hp, len);
     let mut t = Trainer::new(&m, vec![seq], cfg)?;
     for _ in 0..warmup {
         t.train_step()?;
@@ -98,6 +109,7 @@ pub fn train_step(
     output::json(&serde_json::json!({
         "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
         "weights": m.held().as_str(), "frozen_bytes": m.frozen_bytes(), "tokens": len,
+        "keeps_graph": keeps_graph,
         "device": format!("{:?}", m.device.location()),
         "op_seconds": ops,
     }))?;

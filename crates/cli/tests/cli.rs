@@ -193,6 +193,21 @@ fn bad_model_files_get_clear_errors() {
     let out = reverie(home, &["bench", "export", "--runs", "0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runs must be at least 1"));
+    let out = reverie(
+        home,
+        &[
+            "bench",
+            "train-step",
+            "--model",
+            "/tmp/x.gguf",
+            "--len",
+            "8",
+            "--graph",
+            "sideways",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("choose auto, keep or recompute"));
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
     let out = reverie(

@@ -76,9 +76,22 @@ fn glob_matches(g: &globset::GlobMatcher, rel: &std::path::Path) -> bool {
 }
 
 fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
-    let a: GrepArgs = parse_args("grep", args)?;
+    let mut a: GrepArgs = parse_args("grep", args)?;
     let max = a.max_results.clamp(1, MAX_RESULTS);
     let matcher = regex_matcher(&a.pattern, a.ignore_case)?;
+    // A path missing its folder (`app.log` for logs/app.log) is the only
+    // file of that name, as read_file takes it: told "no file at app.log",
+    // the default model listed the root until the harness stopped the turn.
+    let mut moved = None;
+    if tb
+        .workspace()
+        .resolve_folder(&a.path)
+        .is_ok_and(|(p, _)| !p.exists())
+    {
+        if let [only] = &tb.workspace().same_names(&a.path)[..] {
+            moved = Some(std::mem::replace(&mut a.path, only.clone()));
+        }
+    }
     let (said, walk) = walker(tb, &a.path)?;
     let root = tb.workspace().root().to_path_buf();
     let place = tb.workspace().display(&abs_of(tb, &a.path));
@@ -90,7 +103,11 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
     // the call after it: given the note first ("No file in `src` matches
     // the glob …"), the default model answered with the note in 4 of 10
     // simulated files tasks, with the matching line right below it.
-    let mut notes: Vec<String> = glob_note.into_iter().collect();
+    let mut notes: Vec<String> = moved
+        .map(|given| format!("Searched `{}`, the only file named `{given}`.", a.path))
+        .into_iter()
+        .chain(glob_note)
+        .collect();
     let mut found = search(tb, walk, glob.as_ref(), &matcher, max);
     // Narrowed to a place it guessed, the default model was told "no
     // matches" and answered from that; the rest of the workspace is
@@ -103,8 +120,7 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             let glob = glob.as_ref().and(a.glob.as_deref());
             let within = glob.map(|g| format!(" (glob `{g}`)")).unwrap_or_default();
             notes.push(format!(
-                "Nothing in `{place}`{within} matches `{}`; these lines are from the whole workspace.",
-                a.pattern
+                "These lines are from the whole workspace, outside `{place}`{within}."
             ));
             found = wide;
         }
@@ -120,7 +136,7 @@ fn grep(tb: &Toolbox, args: &Value) -> Result<ToolOutput, ToolError> {
             let by_stem = search(tb, everywhere, None, &plain, max);
             if !by_stem.hits.is_empty() {
                 notes.push(format!(
-                    "No line holds `{}`; these hold `{stem}`, the name without its extension.",
+                    "Searched for `{stem}`, the name in `{}` without its extension.",
                     a.pattern
                 ));
                 found = by_stem;
@@ -154,10 +170,11 @@ fn regex_matcher(pattern: &str, ignore_case: bool) -> Result<grep_regex::RegexMa
 }
 
 /// The glob a search under `rel` uses for the `glob` it was given, and a
-/// note when it is not that glob. Made to look, the default model passed
+/// note when it was dropped. Made to look, the default model passed
 /// regular expressions as globs (`.*`, `.*py`): they are read as the globs
 /// they mean (`*`, `*py`). A glob that no file there matches is dropped,
-/// and the note says so (else "no matches" in every folder).
+/// and the note says so (else "no matches" in every folder); so is one
+/// beside a path that names a file.
 fn usable_glob(
     tb: &Toolbox,
     rel: &str,
@@ -165,7 +182,11 @@ fn usable_glob(
     place: &str,
 ) -> Result<(Option<globset::GlobMatcher>, Option<String>), ToolError> {
     let read = glob_of_regex(given);
-    if matches!(read.as_str(), "" | "*" | "**" | "**/*") {
+    let a_file = tb
+        .workspace()
+        .resolve_folder(rel)
+        .is_ok_and(|(p, _)| p.is_file());
+    if a_file || matches!(read.as_str(), "" | "*" | "**" | "**/*") {
         return Ok((None, None));
     }
     let g = compile_glob(&read)?;
@@ -177,13 +198,10 @@ fn usable_glob(
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
         .any(|e| glob_matches(&g, e.path().strip_prefix(&root).unwrap_or(e.path())));
     if !any {
-        let note = format!(
-            "No file in `{place}` matches the glob `{given}`, so every file there was searched."
-        );
+        let note = format!("Searched every file in `{place}`: the glob `{given}` matches none.");
         return Ok((None, Some(note)));
     }
-    let note = (read != given).then(|| format!("The glob `{given}` was read as `{read}`."));
-    Ok((Some(g), note))
+    Ok((Some(g), None))
 }
 
 /// The glob a regular expression given as one means: `.*` for `*`, `\.`

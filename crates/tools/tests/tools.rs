@@ -51,14 +51,14 @@ fn grep_and_glob_respect_gitignore_and_limits() {
             "grep",
             json!({"pattern": "main", "ignore_case": true, "glob": ".*\\.py$"}),
         ),
-        "2 matching lines in 2 files:\nsrc/app.py:1: def main():\nsrc/util.py:1: MAIN = 1\n(The glob `.*\\.py$` was read as `*.py`.)"
+        "2 matching lines in 2 files:\nsrc/app.py:1: def main():\nsrc/util.py:1: MAIN = 1"
     );
     assert_eq!(
         f.ok_text(
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": "*.rs"}),
         ),
-        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(No file in `src` matches the glob `*.rs`, so every file there was searched.)"
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(Searched every file in `src`: the glob `*.rs` matches none.)"
     );
     // Nothing where it was narrowed to: the whole workspace is searched
     // too (still without what .gitignore leaves out), and said to be.
@@ -67,17 +67,30 @@ fn grep_and_glob_respect_gitignore_and_limits() {
             "grep",
             json!({"pattern": "def main", "path": "src", "glob": "util.py"}),
         ),
-        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(Nothing in `src` (glob `util.py`) matches `def main`; these lines are from the whole workspace.)"
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(These lines are from the whole workspace, outside `src` (glob `util.py`).)"
     );
     assert_eq!(
         f.ok_text("grep", json!({"pattern": "return 42", "path": "src/util.py"})),
-        "1 matching line in 1 file:\nsrc/app.py:2:     return 42\n(Nothing in `src/util.py` matches `return 42`; these lines are from the whole workspace.)"
+        "1 matching line in 1 file:\nsrc/app.py:2:     return 42\n(These lines are from the whole workspace, outside `src/util.py`.)"
     );
     // A file name searched for as a pattern: the name without its
     // extension is searched for too.
     assert_eq!(
         f.ok_text("grep", json!({"pattern": "main.py"})),
-        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(No line holds `main.py`; these hold `main`, the name without its extension.)"
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(Searched for `main`, the name in `main.py` without its extension.)"
+    );
+    // A path missing its folder is the only file of that name; a glob
+    // beside a path that names a file is left out.
+    assert_eq!(
+        f.ok_text("grep", json!({"pattern": "def main", "path": "app.py"})),
+        "1 matching line in 1 file:\nsrc/app.py:1: def main():\n(Searched `src/app.py`, the only file named `app.py`.)"
+    );
+    assert_eq!(
+        f.ok_text(
+            "grep",
+            json!({"pattern": "MAIN", "path": "src/util.py", "glob": ".*MAIN.*"})
+        ),
+        "1 matching line in 1 file:\nsrc/util.py:1: MAIN = 1"
     );
     assert_eq!(
         f.ok_text(

@@ -304,7 +304,9 @@ impl<'a> ChannelSession<'a> {
         let mut guard = TurnGuard::new(max_repeats);
         self.blocked.clear();
         let mut last: Reply;
-        let mut names_checked = false;
+        // A turn checks once whether an answer should have looked first
+        // (it copied an earlier output, or named a file that is nowhere).
+        let mut looked_once = false;
         // This turn's tool results, as the model read them.
         let mut read: Vec<String> = Vec::new();
         loop {
@@ -321,13 +323,13 @@ impl<'a> ChannelSession<'a> {
             if calls.is_empty() {
                 // An answer that repeats an earlier turn's tool output,
                 // in a turn that has called nothing, gets one look.
-                let repeated = !names_checked
+                let repeated = !looked_once
                     && last.reason == StopReason::EndOfTurn
                     && calls_made == 0
                     && self.can_call()
                     && crate::copied::repeats_hint(&last.text, self.tool_messages());
                 if repeated {
-                    names_checked = true;
+                    looked_once = true;
                     self.record_notice(crate::copied::LOOK_NOTICE)?;
                     on_event(ChatEvent::Notice {
                         channel: ch,
@@ -340,12 +342,12 @@ impl<'a> ChannelSession<'a> {
                     continue;
                 }
                 // An answer naming a file that is nowhere gets one look.
-                let missing = if names_checked || last.reason != StopReason::EndOfTurn {
+                let missing = if looked_once || last.reason != StopReason::EndOfTurn {
                     Vec::new()
                 } else {
                     self.missing_files(text, &last.text)
                 };
-                names_checked = true;
+                looked_once = true;
                 if missing.is_empty() {
                     break;
                 }

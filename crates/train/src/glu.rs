@@ -36,10 +36,10 @@ fn sigmoid(x: f32) -> f32 {
 
 /// Elements per task: small enough to balance the threads, large enough to
 /// amortise the scheduling.
-const GRAIN: usize = 16 * 1024;
+pub(crate) const GRAIN: usize = 16 * 1024;
 
 /// `out = silu(g) · u`.
-fn gate_into(out: &mut [f32], g: &[f32], u: &[f32]) {
+pub(crate) fn gate_into(out: &mut [f32], g: &[f32], u: &[f32]) {
     out.par_chunks_mut(GRAIN)
         .zip(g.par_chunks(GRAIN).zip(u.par_chunks(GRAIN)))
         .for_each(|(o, (g, u))| {
@@ -51,7 +51,7 @@ fn gate_into(out: &mut [f32], g: &[f32], u: &[f32]) {
 
 /// The gate's backward pass for the upstream `d`, in place: `g` becomes
 /// `dg` and `u` becomes `du`.
-fn gate_back_in_place(g: &mut [f32], u: &mut [f32], d: &[f32]) {
+pub(crate) fn gate_back_in_place(g: &mut [f32], u: &mut [f32], d: &[f32]) {
     g.par_chunks_mut(GRAIN)
         .zip(u.par_chunks_mut(GRAIN))
         .zip(d.par_chunks(GRAIN))

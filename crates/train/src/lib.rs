@@ -26,6 +26,7 @@ mod cpu;
 pub mod data;
 pub mod device;
 pub mod export;
+pub mod feed_forward;
 pub mod frozen;
 pub mod fused;
 pub mod glu;

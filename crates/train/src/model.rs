@@ -11,6 +11,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::attention::attention;
 use crate::error::TrainError;
+use crate::feed_forward::{feed_forward, Saved};
 use crate::frozen::FrozenMatmul;
 use crate::fused;
 use crate::glu::{self, silu_mul};
@@ -82,6 +83,9 @@ pub struct Model {
     pub path: PathBuf,
     pub device: Device,
     held: Held,
+    /// How each adapted feed-forward block keeps its gate and up
+    /// projections for the backward pass.
+    pub saved: Saved,
     embed: Embedding,
     output: FrozenMatmul,
     output_norm: Tensor,
@@ -193,7 +197,11 @@ impl Model {
             (false, true) => Held::Bf16Tiles,
             (false, false) => Held::Dense,
         };
-        Model::load_held(path, &device, held)
+        let mut model = Model::load_held(path, &device, held)?;
+        if cfg.bf16_saved {
+            model.saved = Saved::Bf16;
+        }
+        Ok(model)
     }
 
     /// Whether the frozen weights are multiplied in bf16 on AMX tiles.
@@ -291,6 +299,7 @@ impl Model {
             path: path.to_path_buf(),
             device: device.clone(),
             held,
+            saved: Saved::F32,
             embed,
             output,
             output_norm,
@@ -436,28 +445,43 @@ impl Model {
         }
         let h = (h + o)?;
         let x = fused::rms_norm(&h, &l.ffn_norm, hp.eps)?;
-        let both = lora.and_then(|lo| {
+        let adapters = lora.map(|lo| {
             let ad = |s: &str| lo.adapters.get(&name(s));
-            Some((lo.scale(), ad("ffn_gate")?, ad("ffn_up")?))
+            (lo.scale(), ad("ffn_gate"), ad("ffn_up"), ad("ffn_down"))
         });
-        let gated = match both {
+        let mut d = match adapters {
+            // One op for the whole adapted block: no feed-forward-wide
+            // tensor in the graph.
+            Some((scale, Some(ag), Some(au), Some(ad)))
+                if hp.architecture != Architecture::Gemma3 =>
+            {
+                feed_forward(
+                    &x,
+                    (&l.gate, &l.up, &l.down),
+                    [ag, au, ad].map(|v| v.a.as_tensor()),
+                    [ag, au, ad].map(|v| v.b.as_tensor()),
+                    scale,
+                    self.saved,
+                )?
+            }
             // One op for both adapted projections and the gate.
-            Some((scale, ag, au)) if hp.architecture != Architecture::Gemma3 => {
+            Some((scale, Some(ag), Some(au), _)) if hp.architecture != Architecture::Gemma3 => {
                 let a = Tensor::cat(&[ag.a.as_tensor(), au.a.as_tensor()], 0)?;
                 let b = Tensor::cat(&[ag.b.as_tensor(), au.b.as_tensor()], 0)?;
-                glu::gated(&x, (&l.gate, &l.up), &a, &b, scale)?
+                let gated = glu::gated(&x, (&l.gate, &l.up), &a, &b, scale)?;
+                self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?
             }
             _ => {
                 let g = self.linear(&x, &l.gate, None, &name("ffn_gate"), lora)?;
                 let u = self.linear(&x, &l.up, None, &name("ffn_up"), lora)?;
-                if hp.architecture == Architecture::Gemma3 {
+                let gated = if hp.architecture == Architecture::Gemma3 {
                     (ops::gelu_tanh(&g)? * u)?
                 } else {
                     silu_mul(&g, &u)?
-                }
+                };
+                self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?
             }
         };
-        let mut d = self.linear(&gated, &l.down, None, &name("ffn_down"), lora)?;
         if let Some(n) = &l.post_ffn_norm {
             d = fused::rms_norm(&d, n, hp.eps)?;
         }

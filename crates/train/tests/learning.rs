@@ -66,6 +66,7 @@ fn small_cfg(lr: f64, steps_per_batch: usize) -> TrainConfig {
         device: reverie_train::DeviceChoice::Cpu,
         cpu_bf16: false,
         quantized: false,
+        bf16_saved: false,
     }
 }
 
@@ -563,8 +564,10 @@ fn sub_tasks_trained_as_one_sequence_get_the_gradients_of_their_own_sequences() 
     let (tt, gt) = t
         .sequence_gradients(&together, &lag(&together), 1.0)
         .unwrap();
+    // f32 sums over 6 and 12 rows round differently: about 1e-5 of the
+    // loss on one draw of `B` in thirty.
     assert!(
-        (t1.oapl + t2.oapl - tt.oapl).abs() <= 1e-5 * tt.oapl.abs().max(1e-3),
+        (t1.oapl + t2.oapl - tt.oapl).abs() <= 5e-5 * tt.oapl.abs().max(1e-3),
         "{} + {} vs {}",
         t1.oapl,
         t2.oapl,

@@ -1,0 +1,337 @@
+//! The whole adapted SwiGLU feed-forward block, `down(silu(gate(x)) ·
+//! up(x))` with a LoRA adapter on each of the three projections, as one op.
+//!
+//! Composed of [`crate::glu::gated`] and an adapted down projection, the
+//! gate's output `h [rows, ffn]` is a graph node (the down projection's
+//! input), so the step holds it beside `g` and `u` until the backward pass
+//! ends: three feed-forward-wide rows per token and layer, the largest part
+//! of a kept graph. As one op the block keeps only `g` and `u` and
+//! recomputes `h` from them (one element-wise pass) in the backward pass;
+//! with [`Saved::Bf16`] it keeps those two in bf16, a third of the bytes
+//! again. The forward pass computes in f32 either way: only the backward
+//! pass sees the rounded values.
+
+use std::sync::Mutex;
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+use crate::amx::bf16;
+use crate::cpu::{f32_slice, held_f32};
+use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
+use crate::glu::{gate_back_in_place, gate_into, silu_mul, GRAIN};
+use crate::portable;
+
+/// How the block keeps `g` and `u` for its backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    F32,
+    /// Rounded to bf16 (to nearest even): half the bytes, and gradients
+    /// within bf16 rounding of the f32 ones.
+    Bf16,
+}
+
+/// The three projections of one block and their adapters: `a` holds
+/// `A_gate [r, in]`, `A_up [r, in]`, `A_down [r, ffn]`; `b` holds
+/// `B_gate [ffn, r]`, `B_up [ffn, r]`, `B_down [in, r]`.
+pub fn feed_forward(
+    x: &Tensor,
+    (gate, up, down): (&FrozenMatmul, &FrozenMatmul, &FrozenMatmul),
+    a: [&Tensor; 3],
+    b: [&Tensor; 3],
+    scale: f64,
+    saved: Saved,
+) -> Result<Tensor> {
+    if portable::wanted(x) {
+        let g = gate.forward_adapted(x, a[0], b[0], scale)?;
+        let u = up.forward_adapted(x, a[1], b[1], scale)?;
+        return down.forward_adapted(&silu_mul(&g, &u)?, a[2], b[2], scale);
+    }
+    // Flattened and joined: a custom op takes three inputs, and the joins'
+    // backward passes hand each adapter its own slice of the gradient.
+    let join = |ts: [&Tensor; 3]| -> Result<Tensor> {
+        let flat = ts.map(Tensor::flatten_all);
+        let [p, q, r] = flat;
+        Tensor::cat(&[p?, q?, r?], 0)
+    };
+    x.contiguous()?.apply_op3(
+        &join(a)?,
+        &join(b)?,
+        FeedForward {
+            gate: gate.held().clone(),
+            up: up.held().clone(),
+            down: down.held().clone(),
+            scale: scale as f32,
+            keep: saved,
+            saved: Mutex::new(None),
+        },
+    )
+}
+
+struct FeedForward {
+    gate: Weight,
+    up: Weight,
+    down: Weight,
+    scale: f32,
+    keep: Saved,
+    /// `g` and `u` from the forward pass, for the backward pass.
+    saved: Mutex<Option<Kept>>,
+}
+
+enum Kept {
+    F32(Vec<f32>, Vec<f32>),
+    Bf16(Vec<u16>, Vec<u16>),
+}
+
+impl Kept {
+    fn new(keep: Saved, g: Vec<f32>, u: Vec<f32>) -> Kept {
+        match keep {
+            Saved::F32 => Kept::F32(g, u),
+            Saved::Bf16 => {
+                let round = |v: Vec<f32>| -> Vec<u16> { v.par_iter().map(|&x| bf16(x)).collect() };
+                Kept::Bf16(round(g), round(u))
+            }
+        }
+    }
+
+    fn into_f32(self) -> (Vec<f32>, Vec<f32>) {
+        match self {
+            Kept::F32(g, u) => (g, u),
+            Kept::Bf16(g, u) => {
+                let widen = |v: Vec<u16>| -> Vec<f32> {
+                    v.par_iter()
+                        .map(|&b| f32::from_bits((b as u32) << 16))
+                        .collect()
+                };
+                (widen(g), widen(u))
+            }
+        }
+    }
+}
+
+/// Sizes of one call: rows, input width, feed-forward width, rank.
+struct Dims {
+    rows: usize,
+    inp: usize,
+    ffn: usize,
+    r: usize,
+}
+
+impl FeedForward {
+    fn dims(&self, x: &[usize], a: usize, b: usize) -> Result<Dims> {
+        let inp = x.last().copied().unwrap_or(0);
+        let rows = x.iter().product::<usize>() / inp.max(1);
+        let ((ffn, gi), (ffn_u, ui), (d_out, d_in)) =
+            (self.gate.dims()?, self.up.dims()?, self.down.dims()?);
+        let per_rank = 2 * inp + ffn;
+        let r = a / per_rank.max(1);
+        let fits = gi == inp
+            && ui == inp
+            && ffn_u == ffn
+            && d_out == inp
+            && d_in == ffn
+            && r > 0
+            && a == r * per_rank
+            && b == r * (2 * ffn + inp);
+        if !fits {
+            candle_core::bail!(
+                "feed-forward: input {x:?}, gate [{ffn}, {gi}], up [{ffn_u}, {ui}], down [{d_out}, {d_in}], {a} adapter A values, {b} B values"
+            );
+        }
+        Ok(Dims { rows, inp, ffn, r })
+    }
+
+    /// The gate's, the up and the down projection's adapters within `a`
+    /// and `b`.
+    fn adapters<'a>(&self, d: &Dims, a: &'a [f32], b: &'a [f32]) -> [AdapterValues<'a>; 3] {
+        let (ra, rb) = (d.r * d.inp, d.ffn * d.r);
+        let ad = |a: &'a [f32], b: &'a [f32]| AdapterValues {
+            a,
+            b,
+            r: d.r,
+            scale: self.scale,
+        };
+        [
+            ad(&a[..ra], &b[..rb]),
+            ad(&a[ra..2 * ra], &b[rb..2 * rb]),
+            ad(&a[2 * ra..], &b[2 * rb..]),
+        ]
+    }
+}
+
+impl CustomOp3 for FeedForward {
+    fn name(&self) -> &'static str {
+        "feed-forward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        a_s: &CpuStorage,
+        al: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let _t = crate::timing::span("feed_forward.fwd");
+        let name = self.name();
+        let (x, a, b) = (
+            f32_slice(xs, xl, name)?,
+            f32_slice(a_s, al, name)?,
+            f32_slice(bs, bl, name)?,
+        );
+        let d = self.dims(xl.dims(), a.len(), b.len())?;
+        let [ag, au, ad] = self.adapters(&d, a, b);
+        let g = self.gate.project_adapted(x, ag, d.rows)?;
+        let u = self.up.project_adapted(x, au, d.rows)?;
+        let mut h = vec![0f32; d.rows * d.ffn];
+        gate_into(&mut h, &g, &u);
+        let y = self.down.project_adapted(&h, ad, d.rows)?;
+        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept::new(self.keep, g, u));
+        Ok((CpuStorage::F32(y), xl.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let _t = crate::timing::span("feed_forward.bwd");
+        let d = self.dims(x.dims(), a.elem_count(), b.elem_count())?;
+        let kept = self.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let [xc, ac, bc, gc] = [x, a, b, grad].map(Tensor::contiguous);
+        let (xc, ac, bc, gc) = (xc?, ac?, bc?, gc?);
+        let held = [&xc, &ac, &bc, &gc].map(Tensor::storage_and_layout);
+        let [xv, av, bv, grad] = [0, 1, 2, 3].map(|i| held_f32(&held[i]));
+        let (xv, av, bv, grad) = (xv?, av?, bv?, grad?);
+        let [ag, au, ad] = self.adapters(&d, av, bv);
+        let (mut g, mut u) = match kept {
+            Some(k) => k.into_f32(),
+            None => (
+                self.gate.project_adapted(xv, ag, d.rows)?,
+                self.up.project_adapted(xv, au, d.rows)?,
+            ),
+        };
+        // The down projection's backward pass, on the recomputed `h`.
+        let mut h = vec![0f32; d.rows * d.ffn];
+        gate_into(&mut h, &g, &u);
+        let mut dh = vec![0f32; d.rows * d.ffn];
+        let (da_d, db_d) = self
+            .down
+            .project_adapted_back(&mut dh, &h, ad, grad, d.rows)?;
+        drop(h);
+        gate_back_in_place(&mut g, &mut u, &dh);
+        drop(dh);
+        let mut dx = vec![0f32; d.rows * d.inp];
+        let (mut da, mut db) = self
+            .gate
+            .project_adapted_back(&mut dx, xv, ag, &g, d.rows)?;
+        let mut dx_up = vec![0f32; d.rows * d.inp];
+        let (da_u, db_u) = self
+            .up
+            .project_adapted_back(&mut dx_up, xv, au, &u, d.rows)?;
+        dx.par_chunks_mut(GRAIN)
+            .zip(dx_up.par_chunks(GRAIN))
+            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
+        da.extend(da_u);
+        da.extend(da_d);
+        db.extend(db_u);
+        db.extend(db_d);
+        let dev = x.device();
+        Ok((
+            Some(Tensor::from_vec(dx, x.shape(), dev)?),
+            Some(Tensor::from_vec(da, a.shape(), dev)?),
+            Some(Tensor::from_vec(db, b.shape(), dev)?),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{max_abs_diff, pull_back};
+    use candle_core::{Device, Var};
+
+    /// The block against its composition from adapted projections and the
+    /// gate, in both passes, for both ways of keeping `g` and `u`.
+    #[test]
+    fn matches_the_composed_block_and_its_gradients() {
+        let dev = Device::Cpu;
+        for (inp, ffn) in [(40, 70), (96, 70)] {
+            let w = |o, i| Tensor::randn(0f32, 0.3, (o, i), &dev).unwrap();
+            let (wg, wu, wd) = (w(ffn, inp), w(ffn, inp), w(inp, ffn));
+            let [g, u, dn] = [&wg, &wu, &wd].map(|w| FrozenMatmul::new(w).unwrap());
+            let x = Var::randn(0f32, 1.0, (2, 9, inp), &dev).unwrap();
+            let shapes = [(4, inp), (4, inp), (4, ffn), (ffn, 4), (ffn, 4), (inp, 4)];
+            let vars: Vec<Var> = shapes
+                .into_iter()
+                .map(|s| Var::randn(0f32, 0.2, s, &dev).unwrap())
+                .collect();
+            let t = |i: usize| vars[i].as_tensor();
+            let up = Tensor::randn(0f32, 1.0, (2, 9, inp), &dev).unwrap();
+            let theirs = {
+                let gv = g.forward_adapted(x.as_tensor(), t(0), t(3), 2.0).unwrap();
+                let uv = u.forward_adapted(x.as_tensor(), t(1), t(4), 2.0).unwrap();
+                dn.forward_adapted(&silu_mul(&gv, &uv).unwrap(), t(2), t(5), 2.0)
+                    .unwrap()
+            };
+            let want = pull_back(&theirs, &up);
+            for (saved, tol) in [(Saved::F32, 1e-4), (Saved::Bf16, 2e-2)] {
+                let ours = feed_forward(
+                    x.as_tensor(),
+                    (&g, &u, &dn),
+                    [t(0), t(1), t(2)],
+                    [t(3), t(4), t(5)],
+                    2.0,
+                    saved,
+                )
+                .unwrap();
+                assert_eq!(ours.dims(), theirs.dims());
+                // The forward pass is f32 either way.
+                assert!(max_abs_diff(&ours, &theirs) < 1e-4, "{saved:?} forward");
+                let got = pull_back(&ours, &up);
+                let names = ["x", "A_g", "A_u", "A_d", "B_g", "B_u", "B_d"];
+                for (name, v) in names.iter().zip(std::iter::once(&x).chain(&vars)) {
+                    let (a, b) = (got.get(v.as_tensor()), want.get(v.as_tensor()));
+                    let (a, b) = (a.unwrap(), b.unwrap());
+                    let scale = b.abs().unwrap().max_all().unwrap();
+                    let scale = scale.to_scalar::<f32>().unwrap().max(1.0);
+                    let diff = max_abs_diff(a, b) / scale;
+                    assert!(
+                        diff < tol,
+                        "{saved:?}: gradient of {name} differs by {diff}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn adapters_of_the_wrong_size_are_refused() {
+        let dev = Device::Cpu;
+        let w = |o, i| {
+            FrozenMatmul::new(&Tensor::zeros((o, i), candle_core::DType::F32, &dev).unwrap())
+                .unwrap()
+        };
+        let (g, u, dn) = (w(6, 4), w(6, 4), w(4, 6));
+        let x = Tensor::zeros((3, 4), candle_core::DType::F32, &dev).unwrap();
+        let z = |s: (usize, usize)| Tensor::zeros(s, candle_core::DType::F32, &dev).unwrap();
+        let (a, b) = (
+            [z((2, 4)), z((2, 4)), z((2, 5))],
+            [z((6, 2)), z((6, 2)), z((4, 2))],
+        );
+        let err = feed_forward(
+            &x,
+            (&g, &u, &dn),
+            [&a[0], &a[1], &a[2]],
+            [&b[0], &b[1], &b[2]],
+            1.0,
+            Saved::F32,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("feed-forward"), "{err}");
+    }
+}

@@ -81,6 +81,10 @@ pub enum BenchCommand {
         /// keep or recompute.
         #[arg(long, default_value = "auto")]
         graph: String,
+        /// Keep each feed-forward block's gate and up projections in bf16
+        /// for the backward pass (the night's `bf16_saved`).
+        #[arg(long)]
+        bf16_saved: bool,
         /// Where the step runs: auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: reverie_train::DeviceChoice,
@@ -233,8 +237,11 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             warmup,
             weights,
             graph,
+            bf16_saved,
             device,
-        } => crate::bench_train::train_step(&model, len, warmup, &weights, &graph, device),
+        } => crate::bench_train::train_step(
+            &model, len, warmup, &weights, &graph, bf16_saved, device,
+        ),
         BenchCommand::Export { model, runs, json } => {
             crate::bench_train::export(home, model, runs, json)
         }

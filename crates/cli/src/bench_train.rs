@@ -36,6 +36,7 @@ pub fn train_step(
     warmup: usize,
     weights: &str,
     graph: &str,
+    bf16_saved: bool,
     device: reverie_train::DeviceChoice,
 ) -> anyhow::Result<ExitCode> {
     let (quantized, cpu_bf16) = match weights {
@@ -63,6 +64,7 @@ pub fn train_step(
         device,
         recompute,
         recompute_above,
+        bf16_saved,
         ..defaults
     };
     let m = Model::load_for_training(model, &cfg)?;
@@ -110,6 +112,7 @@ pub fn train_step(
         "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
         "weights": m.held().as_str(), "frozen_bytes": m.frozen_bytes(), "tokens": len,
         "keeps_graph": keeps_graph,
+        "bf16_saved": bf16_saved,
         "device": format!("{:?}", m.device.location()),
         "op_seconds": ops,
     }))?;

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::amx::bf16;
 use crate::cpu::{f32_slice, held_f32};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
-use crate::glu::{gate_back_in_place, gate_into, silu_mul, GRAIN};
+use crate::glu::{gate_back_in_place, gate_into, gated_projections_back, silu_mul};
 use crate::portable;
 
 /// How the block keeps `g` and `u` for its backward pass.
@@ -225,20 +225,9 @@ impl CustomOp3 for FeedForward {
         drop(h);
         gate_back_in_place(&mut g, &mut u, &dh);
         drop(dh);
-        let mut dx = vec![0f32; d.rows * d.inp];
-        let (mut da, mut db) = self
-            .gate
-            .project_adapted_back(&mut dx, xv, ag, &g, d.rows)?;
-        let mut dx_up = vec![0f32; d.rows * d.inp];
-        let (da_u, db_u) = self
-            .up
-            .project_adapted_back(&mut dx_up, xv, au, &u, d.rows)?;
-        dx.par_chunks_mut(GRAIN)
-            .zip(dx_up.par_chunks(GRAIN))
-            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
-        da.extend(da_u);
+        let (dx, mut da, mut db) =
+            gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)?;
         da.extend(da_d);
-        db.extend(db_u);
         db.extend(db_d);
         let dev = x.device();
         Ok((

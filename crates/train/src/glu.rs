@@ -66,6 +66,38 @@ pub(crate) fn gate_back_in_place(g: &mut [f32], u: &mut [f32], d: &[f32]) {
         });
 }
 
+/// The backward pass of the gate's and the up projection's adapted
+/// products for their output gradients `dg` and `du` (each `[rows, ffn]`):
+/// `dx` summed over both, and `dA = [dA_g; dA_u]`, `dB = [dB_g; dB_u]`.
+pub(crate) fn gated_projections_back(
+    (gate, up): (&Weight, &Weight),
+    x: &[f32],
+    [ag, au]: [AdapterValues; 2],
+    (mut dg, du): (Vec<f32>, Vec<f32>),
+    rows: usize,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let inp = x.len() / rows.max(1);
+    let mut dx = vec![0f32; rows * inp];
+    let (mut da, mut db) = gate.project_adapted_back(&mut dx, x, ag, &dg, rows)?;
+    // `dg` is spent: it takes the up projection's share of dx when it is
+    // large enough (the feed-forward width is the wider one in every real
+    // model).
+    let mut spare = Vec::new();
+    let dx_up = if dg.len() >= rows * inp {
+        &mut dg[..rows * inp]
+    } else {
+        spare.resize(rows * inp, 0f32);
+        &mut spare[..]
+    };
+    let (da_u, db_u) = up.project_adapted_back(dx_up, x, au, &du, rows)?;
+    dx.par_chunks_mut(GRAIN)
+        .zip(dx_up.par_chunks(GRAIN))
+        .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
+    da.extend(da_u);
+    db.extend(db_u);
+    Ok((dx, da, db))
+}
+
 #[derive(Clone, Copy)]
 struct SiluMul;
 
@@ -264,26 +296,8 @@ impl CustomOp3 for Gated {
         };
         gate_back_in_place(&mut g, &mut u, grad);
         let [ag, au] = self.adapters(&d, av, bv);
-        let mut dx = vec![0f32; d.rows * d.inp];
-        let (mut da, mut db) = self
-            .gate
-            .project_adapted_back(&mut dx, xv, ag, &g, d.rows)?;
-        // `g` is spent: it takes the up projection's share of dx when it is
-        // large enough (the feed-forward width is the wider one in every
-        // real model).
-        let mut spare = Vec::new();
-        let dx_up = if g.len() >= d.rows * d.inp {
-            &mut g[..d.rows * d.inp]
-        } else {
-            spare.resize(d.rows * d.inp, 0f32);
-            &mut spare[..]
-        };
-        let (da_u, db_u) = self.up.project_adapted_back(dx_up, xv, au, &u, d.rows)?;
-        dx.par_chunks_mut(GRAIN)
-            .zip(dx_up.par_chunks(GRAIN))
-            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o += y));
-        da.extend(da_u);
-        db.extend(db_u);
+        let (dx, da, db) =
+            gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)?;
         let dev = x.device();
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), dev)?),

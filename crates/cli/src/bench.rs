@@ -81,10 +81,10 @@ pub enum BenchCommand {
         /// keep or recompute.
         #[arg(long, default_value = "auto")]
         graph: String,
-        /// Keep each feed-forward block's gate and up projections in bf16
-        /// for the backward pass (the night's `bf16_saved`).
-        #[arg(long)]
-        bf16_saved: bool,
+        /// How each feed-forward block keeps its gate and up projections
+        /// for the backward pass: bf16 (the night's default) or f32.
+        #[arg(long, default_value = "bf16")]
+        saved: String,
         /// Where the step runs: auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: reverie_train::DeviceChoice,
@@ -237,11 +237,9 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             warmup,
             weights,
             graph,
-            bf16_saved,
+            saved,
             device,
-        } => crate::bench_train::train_step(
-            &model, len, warmup, &weights, &graph, bf16_saved, device,
-        ),
+        } => crate::bench_train::train_step(&model, len, warmup, &weights, &graph, &saved, device),
         BenchCommand::Export { model, runs, json } => {
             crate::bench_train::export(home, model, runs, json)
         }

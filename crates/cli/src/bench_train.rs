@@ -36,7 +36,7 @@ pub fn train_step(
     warmup: usize,
     weights: &str,
     graph: &str,
-    bf16_saved: bool,
+    saved: &str,
     device: reverie_train::DeviceChoice,
 ) -> anyhow::Result<ExitCode> {
     let (quantized, cpu_bf16) = match weights {
@@ -54,6 +54,11 @@ pub fn train_step(
         "keep" => (false, defaults.recompute_above),
         "recompute" => (true, 0),
         other => bail!("unknown graph choice {other:?}; choose auto, keep or recompute"),
+    };
+    let bf16_saved = match saved {
+        "bf16" => true,
+        "f32" => false,
+        other => bail!("unknown saved format {other:?}; choose bf16 or f32"),
     };
     let cfg = TrainConfig {
         batch_size: 1,

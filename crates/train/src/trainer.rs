@@ -59,8 +59,9 @@ pub struct TrainConfig {
     /// Keep each adapted feed-forward block's gate and up projections in
     /// bf16 for the backward pass ([`crate::feed_forward::Saved::Bf16`]):
     /// the forward pass stays f32 and the gradients move within bf16
-    /// rounding (tested against f32 in `feed_forward`). Off by default
-    /// until a night has been measured with it.
+    /// rounding (tested against f32 in `feed_forward`). On by default: it
+    /// takes a 2,048-token step of the default model from 4.84 to 3.96 GB
+    /// at the same speed.
     pub bf16_saved: bool,
 }
 
@@ -80,7 +81,7 @@ impl Default for TrainConfig {
             device: DeviceChoice::Auto,
             cpu_bf16: true,
             quantized: true,
-            bf16_saved: false,
+            bf16_saved: true,
         }
     }
 }

@@ -18,7 +18,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::cpu::{self, f32_slice, held_f32};
+use crate::cpu::{self, f32_slice, with_f32s};
 use crate::portable;
 
 /// Queries per block: scores for one block against `t` keys take
@@ -414,27 +414,19 @@ impl CustomOp3 for Attention {
         let _t = crate::timing::span("attention.bwd");
         // Read in place: the gradients come contiguous from the ops after
         // this one, and a copy of each would cost as much as reading it.
-        let [q, k, v, res, grad_res] = [q, k, v, res, grad_res].map(Tensor::contiguous);
-        let (q, k, v, res, grad_res) = (q?, k?, v?, res?, grad_res?);
-        let held = [&q, &k, &v, &res, &grad_res].map(Tensor::storage_and_layout);
-        let (qv, kv, vv) = (
-            held_f32(&held[0])?,
-            held_f32(&held[1])?,
-            held_f32(&held[2])?,
-        );
         let lse = self.lse.lock().expect("attention lse lock").clone();
-        let lse = if lse.len() == self.dims.heads * self.dims.t {
-            lse
-        } else {
-            forward(&self.dims, qv, kv, vv).1
-        };
-        let (dq, dk, dv) = backward(
-            &self.dims,
-            (qv, kv, vv),
-            held_f32(&held[3])?,
-            held_f32(&held[4])?,
-            &lse,
-        );
+        let (dq, dk, dv) = with_f32s(
+            [q, k, v, res, grad_res],
+            self.name(),
+            |[qv, kv, vv, res, grad_res]| {
+                let lse = if lse.len() == self.dims.heads * self.dims.t {
+                    lse
+                } else {
+                    forward(&self.dims, qv, kv, vv).1
+                };
+                Ok(backward(&self.dims, (qv, kv, vv), res, grad_res, &lse))
+            },
+        )?;
         let dev = q.device();
         Ok((
             Some(Tensor::from_vec(dq, q.shape(), dev)?),

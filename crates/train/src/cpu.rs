@@ -19,26 +19,35 @@ pub(crate) fn f32_slice<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&
 /// Runs `f` on the row-major values of `t`, an `f32` tensor on the CPU,
 /// without copying them unless `t` is a strided view.
 pub(crate) fn with_f32<R>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-    let t = if t.is_contiguous() {
-        t.clone()
-    } else {
-        t.contiguous()?
-    };
-    let (storage, layout) = t.storage_and_layout();
-    match (&*storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => f(&v[a..b]),
-        _ => candle_core::bail!("{op} expects a contiguous f32 tensor on the CPU"),
-    }
+    with_f32s([t], op, |[v]| f(v))
 }
 
-/// The values of a tensor's storage, read-locked by
-/// [`Tensor::storage_and_layout`]; the tensor must be contiguous.
-pub(crate) fn held_f32<'a, G: std::ops::Deref<Target = Storage>>(
-    (storage, layout): &'a (G, &Layout),
-) -> Result<&'a [f32]> {
-    match (&**storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => Ok(&v[a..b]),
-        _ => candle_core::bail!("expected a contiguous f32 tensor on the CPU"),
+/// [`with_f32`] for several tensors at once (an op's backward pass reads
+/// its inputs and the incoming gradient together).
+pub(crate) fn with_f32s<const N: usize, R>(
+    ts: [&Tensor; N],
+    op: &str,
+    f: impl FnOnce([&[f32]; N]) -> Result<R>,
+) -> Result<R> {
+    let mut owned = Vec::with_capacity(N);
+    for t in ts {
+        owned.push(if t.is_contiguous() {
+            t.clone()
+        } else {
+            t.contiguous()?
+        });
+    }
+    let held: Vec<_> = owned.iter().map(Tensor::storage_and_layout).collect();
+    let mut values = Vec::with_capacity(N);
+    for (storage, layout) in &held {
+        match (&**storage, layout.contiguous_offsets()) {
+            (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => values.push(&v[a..b]),
+            _ => candle_core::bail!("{op} expects contiguous f32 tensors on the CPU"),
+        }
+    }
+    match values.try_into() {
+        Ok(values) => f(values),
+        Err(_) => candle_core::bail!("{op}: {N} tensors expected"),
     }
 }
 

@@ -17,7 +17,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::amx::bf16;
-use crate::cpu::{f32_slice, held_f32};
+use crate::cpu::{f32_slice, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::glu::{gate_back_in_place, gate_into, gated_projections_back, silu_mul};
 use crate::portable;
@@ -202,12 +202,31 @@ impl CustomOp3 for FeedForward {
         let _t = crate::timing::span("feed_forward.bwd");
         let d = self.dims(x.dims(), a.elem_count(), b.elem_count())?;
         let kept = self.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let [xc, ac, bc, gc] = [x, a, b, grad].map(Tensor::contiguous);
-        let (xc, ac, bc, gc) = (xc?, ac?, bc?, gc?);
-        let held = [&xc, &ac, &bc, &gc].map(Tensor::storage_and_layout);
-        let [xv, av, bv, grad] = [0, 1, 2, 3].map(|i| held_f32(&held[i]));
-        let (xv, av, bv, grad) = (xv?, av?, bv?, grad?);
-        let [ag, au, ad] = self.adapters(&d, av, bv);
+        let (dx, da, db) = with_f32s([x, a, b, grad], self.name(), |[xv, av, bv, grad]| {
+            self.back(&d, kept, xv, av, bv, grad)
+        })?;
+        let dev = x.device();
+        Ok((
+            Some(Tensor::from_vec(dx, x.shape(), dev)?),
+            Some(Tensor::from_vec(da, a.shape(), dev)?),
+            Some(Tensor::from_vec(db, b.shape(), dev)?),
+        ))
+    }
+}
+
+impl FeedForward {
+    /// The backward pass on the values: the gradients of `x`, of the
+    /// concatenated `A`s and of the concatenated `B`s.
+    fn back(
+        &self,
+        d: &Dims,
+        kept: Option<Kept>,
+        xv: &[f32],
+        av: &[f32],
+        bv: &[f32],
+        grad: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+        let [ag, au, ad] = self.adapters(d, av, bv);
         let (mut g, mut u) = match kept {
             Some(k) => k.into_f32(),
             None => (
@@ -229,12 +248,7 @@ impl CustomOp3 for FeedForward {
             gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)?;
         da.extend(da_d);
         db.extend(db_d);
-        let dev = x.device();
-        Ok((
-            Some(Tensor::from_vec(dx, x.shape(), dev)?),
-            Some(Tensor::from_vec(da, a.shape(), dev)?),
-            Some(Tensor::from_vec(db, b.shape(), dev)?),
-        ))
+        Ok((dx, da, db))
     }
 }
 

@@ -8,7 +8,7 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape
 
 use crate::amx::{self, Packed};
 use crate::cpu::{
-    f32_slice, f32_values, gemm, held_f32, matmul, matmul_by_transposed, with_f32, Stored,
+    f32_slice, f32_values, gemm, matmul, matmul_by_transposed, with_f32, with_f32s, Stored,
 };
 use crate::portable;
 use crate::quant::Quantized;
@@ -396,23 +396,11 @@ impl CustomOp3 for Adapted {
         let ((r, inp), out) = (a.dims2()?, b.dim(0)?);
         let rows = x.elem_count() / inp.max(1);
         let s = self.scale;
-        let [xc, ac, bc, gc] = [x, a, b, grad].map(Tensor::contiguous);
-        let (xc, ac, bc, gc) = (xc?, ac?, bc?, gc?);
-        let held = [&xc, &ac, &bc, &gc].map(Tensor::storage_and_layout);
-        let ad = AdapterValues {
-            a: held_f32(&held[1])?,
-            b: held_f32(&held[2])?,
-            r,
-            scale: s,
-        };
         let mut dx = vec![0f32; rows * inp];
-        let (da, db) = self.w.project_adapted_back(
-            &mut dx,
-            held_f32(&held[0])?,
-            ad,
-            held_f32(&held[3])?,
-            rows,
-        )?;
+        let (da, db) = with_f32s([x, a, b, grad], self.name(), |[x, a, b, grad]| {
+            let ad = AdapterValues { a, b, r, scale: s };
+            self.w.project_adapted_back(&mut dx, x, ad, grad, rows)
+        })?;
         let dev = x.device();
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), dev)?),

@@ -10,7 +10,7 @@
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, f32_values, held_f32, with_f32};
+use crate::cpu::{f32_slice, f32_values, with_f32, with_f32s};
 use crate::{ops, portable};
 
 /// RMS norm over the last dimension, times the frozen `weight`; only `x`
@@ -94,29 +94,28 @@ impl CustomOp1 for RmsNorm {
         let _t = crate::timing::span("rms_norm.bwd");
         // y = x·r·w with r = (Σx²/d + eps)^-½, so
         // dx = r·(g·w) − x·r³·Σ(g·w·x)/d.
-        let [x, g] = [arg, grad].map(Tensor::contiguous);
-        let (x, g) = (x?, g?);
-        let held = [&x, &g].map(Tensor::storage_and_layout);
-        let (x, g) = (held_f32(&held[0])?, held_f32(&held[1])?);
-        let d = self.w.len();
-        let mut dx = vec![0f32; x.len()];
-        dx.par_chunks_mut(d * ROWS)
-            .zip(x.par_chunks(d * ROWS).zip(g.par_chunks(d * ROWS)))
-            .for_each(|(dx, (x, g))| {
-                for ((dx, x), g) in dx.chunks_mut(d).zip(x.chunks(d)).zip(g.chunks(d)) {
-                    let r = self.inv(x);
-                    let dot: f64 = x
-                        .iter()
-                        .zip(g)
-                        .zip(&self.w)
-                        .map(|((&x, &g), &w)| (g * w * x) as f64)
-                        .sum();
-                    let c = (r as f64).powi(3) * dot / d as f64;
-                    for (((dx, &x), &g), &w) in dx.iter_mut().zip(x).zip(g).zip(&self.w) {
-                        *dx = r * g * w - (x as f64 * c) as f32;
+        let dx = with_f32s([arg, grad], self.name(), |[x, g]| {
+            let d = self.w.len();
+            let mut dx = vec![0f32; x.len()];
+            dx.par_chunks_mut(d * ROWS)
+                .zip(x.par_chunks(d * ROWS).zip(g.par_chunks(d * ROWS)))
+                .for_each(|(dx, (x, g))| {
+                    for ((dx, x), g) in dx.chunks_mut(d).zip(x.chunks(d)).zip(g.chunks(d)) {
+                        let r = self.inv(x);
+                        let dot: f64 = x
+                            .iter()
+                            .zip(g)
+                            .zip(&self.w)
+                            .map(|((&x, &g), &w)| (g * w * x) as f64)
+                            .sum();
+                        let c = (r as f64).powi(3) * dot / d as f64;
+                        for (((dx, &x), &g), &w) in dx.iter_mut().zip(x).zip(g).zip(&self.w) {
+                            *dx = r * g * w - (x as f64 * c) as f32;
+                        }
                     }
-                }
-            });
+                });
+            Ok(dx)
+        })?;
         Tensor::from_vec(dx, arg.shape(), arg.device()).map(Some)
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, held_f32};
+use crate::cpu::{f32_slice, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::portable;
 
@@ -131,11 +131,11 @@ impl CustomOp2 for SiluMul {
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let _t = crate::timing::span("silu_mul.bwd");
-        let [gc, uc, dc] = [g, u, grad].map(Tensor::contiguous);
-        let (gc, uc, dc) = (gc?, uc?, dc?);
-        let held = [&gc, &uc, &dc].map(Tensor::storage_and_layout);
-        let (mut dg, mut du) = (held_f32(&held[0])?.to_vec(), held_f32(&held[1])?.to_vec());
-        gate_back_in_place(&mut dg, &mut du, held_f32(&held[2])?);
+        let (dg, du) = with_f32s([g, u, grad], self.name(), |[gv, uv, dv]| {
+            let (mut dg, mut du) = (gv.to_vec(), uv.to_vec());
+            gate_back_in_place(&mut dg, &mut du, dv);
+            Ok((dg, du))
+        })?;
         Ok((
             Some(Tensor::from_vec(dg, g.shape(), g.device())?),
             Some(Tensor::from_vec(du, u.shape(), u.device())?),
@@ -285,19 +285,15 @@ impl CustomOp3 for Gated {
         let _t = crate::timing::span("gated.bwd");
         let d = self.dims(x.dims(), a.dims(), b.dims())?;
         let saved = self.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let [xc, ac, bc, gc] = [x, a, b, grad].map(Tensor::contiguous);
-        let (xc, ac, bc, gc) = (xc?, ac?, bc?, gc?);
-        let held = [&xc, &ac, &bc, &gc].map(Tensor::storage_and_layout);
-        let [xv, av, bv, grad] = [0, 1, 2, 3].map(|i| held_f32(&held[i]));
-        let (xv, av, bv, grad) = (xv?, av?, bv?, grad?);
-        let (mut g, mut u) = match saved {
-            Some(gu) => gu,
-            None => self.projections(&d, xv, av, bv)?,
-        };
-        gate_back_in_place(&mut g, &mut u, grad);
-        let [ag, au] = self.adapters(&d, av, bv);
-        let (dx, da, db) =
-            gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)?;
+        let (dx, da, db) = with_f32s([x, a, b, grad], self.name(), |[xv, av, bv, grad]| {
+            let (mut g, mut u) = match saved {
+                Some(gu) => gu,
+                None => self.projections(&d, xv, av, bv)?,
+            };
+            gate_back_in_place(&mut g, &mut u, grad);
+            let [ag, au] = self.adapters(&d, av, bv);
+            gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)
+        })?;
         let dev = x.device();
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), dev)?),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{exp, f32_slice, held_f32, log_sum_exp};
+use crate::cpu::{exp, f32_slice, log_sum_exp, with_f32s};
 use crate::frozen::{FrozenMatmul, Weight};
 use crate::portable;
 
@@ -166,28 +166,27 @@ impl CustomOp1 for LmHead {
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
         let _t = crate::timing::span("lm_head.bwd");
-        let [h, g] = [arg, grad_res].map(Tensor::contiguous);
-        let (h, g) = (h?, g?);
-        let held = [&h, &g].map(Tensor::storage_and_layout);
-        let (h, g) = (held_f32(&held[0])?, held_f32(&held[1])?);
         let (n, e) = arg.dims2()?;
         let vocab = self.vocab;
         let take =
             |m: &Mutex<Vec<f32>>| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut dh = self.pullback.as_ref().map(take).unwrap_or_default();
-        if dh.len() == n * e {
-            dh.par_chunks_mut(e)
-                .zip(g)
-                .for_each(|(row, &g)| row.iter_mut().for_each(|x| *x *= g));
-            return Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?));
-        }
-        let mut dh = vec![0f32; n * e];
-        let saved = take(&self.lse);
-        self.for_blocks(h, e, |b0, logits| {
-            let rows = logits.len() / vocab;
-            self.grad_logits(logits, b0, |i| g[i], &saved);
-            self.w
-                .project_back_into(&mut dh[b0 * e..(b0 + rows) * e], logits, rows)
+        let dh = with_f32s([arg, grad_res], self.name(), |[h, g]| {
+            let mut dh = self.pullback.as_ref().map(take).unwrap_or_default();
+            if dh.len() == n * e {
+                dh.par_chunks_mut(e)
+                    .zip(g)
+                    .for_each(|(row, &g)| row.iter_mut().for_each(|x| *x *= g));
+                return Ok(dh);
+            }
+            let mut dh = vec![0f32; n * e];
+            let saved = take(&self.lse);
+            self.for_blocks(h, e, |b0, logits| {
+                let rows = logits.len() / vocab;
+                self.grad_logits(logits, b0, |i| g[i], &saved);
+                self.w
+                    .project_back_into(&mut dh[b0 * e..(b0 + rows) * e], logits, rows)
+            })?;
+            Ok(dh)
         })?;
         Ok(Some(Tensor::from_vec(dh, (n, e), arg.device())?))
     }

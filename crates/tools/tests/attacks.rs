@@ -8,32 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use util::{assert_has, Fixture};
-
-/// Pids of live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
-/// Waits up to `secs` for `cond`.
-fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    cond()
-}
+use util::{assert_has, none_with_argument, pids_with_argument, Fixture, Process};
 
 /// What a call said, whether it succeeded or not.
 fn outcome(f: &Fixture, tool: &str, args: serde_json::Value) -> String {
@@ -175,19 +150,16 @@ fn a_setsid_grandchild_dies_with_the_app() {
         "jobs",
         json!({"action": "start", "code": ("import subprocess, time\nsubprocess.Popen(['sleep', '987.' + '654321'], start_new_session=True)\nprint('spawned', flush=True)\ntime.sleep(600)")}),
     );
-    assert!(
-        eventually(10, || !processes_with(marker).is_empty()),
-        "the grandchild never started"
-    );
+    let grandchild = Process::wait_for(marker, 10).expect("the grandchild never started");
     let Fixture {
         tools, services, ..
     } = f;
     drop(tools);
     drop(services);
     assert!(
-        eventually(5, || processes_with(marker).is_empty()),
+        grandchild.ends_within(5),
         "a setsid grandchild outlived the app: {:?}",
-        processes_with(marker)
+        pids_with_argument(marker)
     );
 }
 
@@ -202,9 +174,9 @@ fn a_stopped_run_leaves_no_processes() {
     );
     assert_has(&out, "timed out");
     assert!(
-        eventually(5, || processes_with(marker).is_empty()),
+        none_with_argument(marker, 5),
         "a grandchild outlived its run: {:?}",
-        processes_with(marker)
+        pids_with_argument(marker)
     );
 }
 
@@ -591,7 +563,7 @@ fn a_call_past_its_deadline_is_abandoned_and_its_process_stopped() {
     assert_has(&e, "took longer than 1 s");
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     assert!(
-        eventually(5, || processes_with("deadline-marker-4411").is_empty()),
+        none_with_argument("deadline-marker-4411", 5),
         "the abandoned run's process is still there"
     );
 }

@@ -4,7 +4,7 @@
 mod util;
 
 use serde_json::json;
-use util::{assert_has, Fixture};
+use util::{assert_has, Fixture, Process};
 
 #[test]
 fn grep_and_glob_respect_gitignore_and_limits() {
@@ -218,60 +218,22 @@ fn jobs_start_poll_stop_and_die_with_the_app() {
     assert_has(&f.err("jobs", json!({"action": "poll"})), "needs `id`");
 
     // The job runs as PID 1 of its own namespace; it is found by an
-    // argument only it has, then followed by its PID and start time (a
-    // scan of /proc can miss a process that is starting, so the scan is
-    // only used to find it).
+    // argument only it has.
     let marker = "job-that-must-die-with-the-app";
     f.ok("jobs", json!({"action": "start", "code": "import time\nprint('up', flush=True)\ntime.sleep(600)", "args": [marker]}));
-    let t0 = std::time::Instant::now();
-    let mut job = None;
-    while job.is_none() && t0.elapsed().as_secs() < 10 {
-        job = process_with_argument(marker);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let Some((pid, started)) = job else {
+    let Some(job) = Process::wait_for(marker, 10) else {
         panic!(
             "the job never started: {}",
             f.ok_text("jobs", json!({"action": "poll", "id": 2}))
         );
     };
-    assert!(process_alive(pid, &started));
+    assert!(job.alive());
     let Fixture {
         tools, services, ..
     } = f;
     drop(tools);
     drop(services);
-    let t0 = std::time::Instant::now();
-    while process_alive(pid, &started) && t0.elapsed().as_secs() < 10 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!process_alive(pid, &started), "job survived the app");
-}
-
-/// The PID and start time of a process whose command line holds `arg`.
-fn process_with_argument(arg: &str) -> Option<(u32, String)> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(arg))
-        })
-        .and_then(|pid| Some((pid, process_stat(pid)?.1)))
-}
-
-/// A process's state letter and start time, from `/proc/PID/stat`.
-fn process_stat(pid: u32) -> Option<(String, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses.
-    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some((rest.first()?.to_string(), rest.get(19)?.to_string()))
-}
-
-/// Whether the process `pid` that started at `started` still runs (a
-/// zombie or a reused PID does not count).
-fn process_alive(pid: u32, started: &str) -> bool {
-    process_stat(pid).is_some_and(|(state, t)| t == started && state != "Z" && state != "X")
+    assert!(job.ends_within(10), "job survived the app");
 }
 
 #[test]

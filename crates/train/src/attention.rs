@@ -18,7 +18,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::cpu::{self, f32_slice, with_f32s};
+use crate::cpu::{self, f32_slice, gradients_of, with_f32s};
 use crate::portable;
 
 /// Queries per block: scores for one block against `t` keys take
@@ -427,12 +427,7 @@ impl CustomOp3 for Attention {
                 Ok(backward(&self.dims, (qv, kv, vv), res, grad_res, &lse))
             },
         )?;
-        let dev = q.device();
-        Ok((
-            Some(Tensor::from_vec(dq, q.shape(), dev)?),
-            Some(Tensor::from_vec(dk, k.shape(), dev)?),
-            Some(Tensor::from_vec(dv, v.shape(), dev)?),
-        ))
+        gradients_of([q, k, v], (dq, dk, dv))
     }
 }
 

@@ -51,6 +51,20 @@ pub(crate) fn with_f32s<const N: usize, R>(
     }
 }
 
+/// The gradients of a three-input op, each as a tensor shaped like its
+/// input.
+pub(crate) fn gradients_of(
+    inputs: [&Tensor; 3],
+    (d0, d1, d2): (Vec<f32>, Vec<f32>, Vec<f32>),
+) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    let like = |d: Vec<f32>, t: &Tensor| Tensor::from_vec(d, t.shape(), t.device()).map(Some);
+    Ok((
+        like(d0, inputs[0])?,
+        like(d1, inputs[1])?,
+        like(d2, inputs[2])?,
+    ))
+}
+
 /// A copy of the values of `t`, in row-major order.
 pub(crate) fn f32_values(t: &Tensor) -> Result<Vec<f32>> {
     t.contiguous()?.flatten_all()?.to_vec1::<f32>()

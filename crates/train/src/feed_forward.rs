@@ -17,7 +17,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::amx::bf16;
-use crate::cpu::{f32_slice, with_f32s};
+use crate::cpu::{f32_slice, gradients_of, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::glu::{gate_back_in_place, gate_into, gated_projections_back, silu_mul};
 use crate::portable;
@@ -205,12 +205,7 @@ impl CustomOp3 for FeedForward {
         let (dx, da, db) = with_f32s([x, a, b, grad], self.name(), |[xv, av, bv, grad]| {
             self.back(&d, kept, xv, av, bv, grad)
         })?;
-        let dev = x.device();
-        Ok((
-            Some(Tensor::from_vec(dx, x.shape(), dev)?),
-            Some(Tensor::from_vec(da, a.shape(), dev)?),
-            Some(Tensor::from_vec(db, b.shape(), dev)?),
-        ))
+        gradients_of([x, a, b], (dx, da, db))
     }
 }
 

@@ -8,7 +8,8 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape
 
 use crate::amx::{self, Packed};
 use crate::cpu::{
-    f32_slice, f32_values, gemm, matmul, matmul_by_transposed, with_f32, with_f32s, Stored,
+    f32_slice, f32_values, gemm, gradients_of, matmul, matmul_by_transposed, with_f32, with_f32s,
+    Stored,
 };
 use crate::portable;
 use crate::quant::Quantized;
@@ -393,7 +394,7 @@ impl CustomOp3 for Adapted {
         // variables would carry a graph that keeps every upstream gradient
         // alive until the whole backward pass ends (and candle's products
         // would copy and add on top).
-        let ((r, inp), out) = (a.dims2()?, b.dim(0)?);
+        let (r, inp) = a.dims2()?;
         let rows = x.elem_count() / inp.max(1);
         let s = self.scale;
         let mut dx = vec![0f32; rows * inp];
@@ -401,12 +402,7 @@ impl CustomOp3 for Adapted {
             let ad = AdapterValues { a, b, r, scale: s };
             self.w.project_adapted_back(&mut dx, x, ad, grad, rows)
         })?;
-        let dev = x.device();
-        Ok((
-            Some(Tensor::from_vec(dx, x.shape(), dev)?),
-            Some(Tensor::from_vec(da, (r, inp), dev)?),
-            Some(Tensor::from_vec(db, (out, r), dev)?),
-        ))
+        gradients_of([x, a, b], (dx, da, db))
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::cpu::{f32_slice, with_f32s};
+use crate::cpu::{f32_slice, gradients_of, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::portable;
 
@@ -294,12 +294,7 @@ impl CustomOp3 for Gated {
             let [ag, au] = self.adapters(&d, av, bv);
             gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)
         })?;
-        let dev = x.device();
-        Ok((
-            Some(Tensor::from_vec(dx, x.shape(), dev)?),
-            Some(Tensor::from_vec(da, a.shape(), dev)?),
-            Some(Tensor::from_vec(db, b.shape(), dev)?),
-        ))
+        gradients_of([x, a, b], (dx, da, db))
     }
 }
 

@@ -411,6 +411,19 @@ impl Model {
         pos: &Positions,
         lora: Option<&Lora>,
     ) -> candle_core::Result<Tensor> {
+        self.layer_keeping(il, h, pos, lora, self.saved)
+    }
+
+    /// [`Model::layer`], with the feed-forward block keeping its gate and
+    /// up projections for the backward pass as `saved` says.
+    pub fn layer_keeping(
+        &self,
+        il: usize,
+        h: &Tensor,
+        pos: &Positions,
+        lora: Option<&Lora>,
+        saved: Saved,
+    ) -> candle_core::Result<Tensor> {
         let hp = &self.hp;
         let l = &self.layers[il];
         let t = pos.t;
@@ -461,7 +474,7 @@ impl Model {
                     [ag, au, ad].map(|v| v.a.as_tensor()),
                     [ag, au, ad].map(|v| v.b.as_tensor()),
                     scale,
-                    self.saved,
+                    saved,
                 )?
             }
             // One op for both adapted projections and the gate.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::{apply_group_baselines, Sequence};
 use crate::device::DeviceChoice;
 use crate::error::TrainError;
+use crate::feed_forward::Saved;
 use crate::heap::HeapHold;
 use crate::lora::{Lora, LoraConfig};
 use crate::loss::{scored_positions, sequence_loss, LossConfig, LossTerms};
@@ -61,7 +62,8 @@ pub struct TrainConfig {
     /// the forward pass stays f32 and the gradients move within bf16
     /// rounding (tested against f32 in `feed_forward`). On by default: it
     /// takes a 2,048-token step of the default model from 4.84 to 3.96 GB
-    /// at the same speed.
+    /// at the same speed. A step that recomputes each layer keeps f32,
+    /// since one layer's graph at a time gains nothing from it.
     pub bf16_saved: bool,
 }
 
@@ -252,11 +254,14 @@ impl<'m> Trainer<'m> {
             ));
         }
         let model = self.model;
+        // One layer's graph at a time: bf16 copies of its projections would
+        // only add to the peak, so they stay f32.
+        let keep = Saved::F32;
         let pos = model.positions(seq.ids.len())?;
         let mut inputs = vec![model.embed(&seq.ids)?];
         for il in 0..model.n_layer() {
             let out = model
-                .layer(il, &inputs[il], &pos, Some(&self.lora))?
+                .layer_keeping(il, &inputs[il], &pos, Some(&self.lora), keep)?
                 .detach();
             inputs.push(out);
         }
@@ -273,7 +278,7 @@ impl<'m> Trainer<'m> {
         let mut out: Vec<Option<Tensor>> = vec![None; named.len()];
         for il in (0..model.n_layer()).rev() {
             let x = Var::from_tensor(&inputs[il])?;
-            let y = model.layer(il, x.as_tensor(), &pos, Some(&self.lora))?;
+            let y = model.layer_keeping(il, x.as_tensor(), &pos, Some(&self.lora), keep)?;
             let grads = (y * &upstream)?.sum_all()?.backward()?;
             let prefix = format!("blk.{il}.");
             for (slot, (name, v)) in out.iter_mut().zip(&named) {

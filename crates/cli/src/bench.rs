@@ -102,36 +102,9 @@ pub enum BenchCommand {
     },
 }
 
-/// A fresh data folder `bench/KIND-SECONDS` under `home` whose active
-/// model is `base` (the model given, or `home`'s active one), so a
-/// benchmark never touches the person's own days.
-/// Gives the bench's data folder the user's embedding model, so its value
-/// memory ranks past tasks as the user's own nights do (without it, word
-/// overlap). Files are hard-linked where the filesystem allows, else copied.
+/// The user's embedding model, shared with a bench's data folder.
 pub fn share_embedder(home: &Home, bench: &Home) -> anyhow::Result<()> {
-    let from = reverie_embed::model_dir(home);
-    if !from.join("model.safetensors").exists() {
-        return Ok(());
-    }
-    let to = reverie_embed::model_dir(bench);
-    std::fs::create_dir_all(&to)?;
-    for entry in std::fs::read_dir(&from)? {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            let dest = to.join(entry.file_name());
-            // A copy onto a link to the same file would truncate the original.
-            if dest.exists() {
-                std::fs::remove_file(&dest)
-                    .with_context(|| format!("replacing {} in the bench", dest.display()))?;
-            }
-            if std::fs::hard_link(entry.path(), &dest).is_err() {
-                std::fs::copy(entry.path(), &dest).with_context(|| {
-                    format!("copying {} into the bench", entry.path().display())
-                })?;
-            }
-        }
-    }
-    Ok(())
+    reverie_embed::share_model(home, bench).context("sharing the embedding model with the bench")
 }
 
 /// One night on the bench's data folder, with the bench's model.
@@ -184,6 +157,9 @@ pub fn deployed_or_kept(out: &reverie_night::NightOutcome) -> String {
     }
 }
 
+/// A fresh data folder `bench/KIND-SECONDS` under `home` whose active
+/// model is `base` (the model given, or `home`'s active one), so a
+/// benchmark never touches the person's own days.
 pub fn fresh_home(home: &Home, kind: &str, base: Option<&Path>) -> anyhow::Result<Home> {
     let base = reverie_models::active::resolve(home, base)?;
     let stamp = std::time::SystemTime::now()
@@ -495,50 +471,4 @@ pub fn build_reference(
         bail!("compiling the reference benchmark failed");
     }
     Ok(bin)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bench_shares_the_installed_embedder_and_does_without_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let (home, bench) = (
-            Home::new(dir.path().join("home")),
-            Home::new(dir.path().join("bench")),
-        );
-        share_embedder(&home, &bench).unwrap();
-        assert!(
-            !reverie_embed::model_dir(&bench).exists(),
-            "nothing to share"
-        );
-
-        let installed = reverie_embed::model_dir(&home);
-        std::fs::create_dir_all(&installed).unwrap();
-        for (name, body) in [("model.safetensors", "weights"), ("tokenizer.json", "{}")] {
-            std::fs::write(installed.join(name), body).unwrap();
-        }
-        share_embedder(&home, &bench).unwrap();
-        let shared = reverie_embed::model_dir(&bench);
-        assert_eq!(
-            std::fs::read_to_string(shared.join("model.safetensors")).unwrap(),
-            "weights"
-        );
-        assert_eq!(
-            std::fs::read_to_string(shared.join("tokenizer.json")).unwrap(),
-            "{}"
-        );
-        // Sharing again leaves the user's files whole.
-        share_embedder(&home, &bench).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(installed.join("model.safetensors")).unwrap(),
-            "weights"
-        );
-        // Something in the way is named in the error.
-        std::fs::remove_file(shared.join("tokenizer.json")).unwrap();
-        std::fs::create_dir(shared.join("tokenizer.json")).unwrap();
-        let err = share_embedder(&home, &bench).unwrap_err();
-        assert!(format!("{err:#}").contains("tokenizer.json"), "{err:#}");
-    }
 }

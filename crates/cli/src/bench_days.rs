@@ -21,10 +21,10 @@ use reverie_agent::{CancelFlag, DEFAULT_SYSTEM_PROMPT};
 use reverie_core::{Home, SamplingParams};
 use reverie_night::{JudgeModel, NightConfig};
 use reverie_practice::days::{
-    agreement, day_tasks, rewards_of, simulate_day, task_outcomes, Channels, DayFamily, DayOptions,
-    Posed,
+    agreement, day_tasks, eval_day_tasks, rewards_of, simulate_day, task_outcomes, Channels,
+    DayFamily, DayOptions, Posed,
 };
-use reverie_practice::{eval_params, paired, Outcome, Paired, EVAL_SEED};
+use reverie_practice::{paired, Outcome, Paired, EVAL_SEED};
 use reverie_store::Store;
 use reverie_tools::Services;
 use serde::{Deserialize, Serialize};
@@ -511,38 +511,20 @@ fn measure(
     // The model named, not `--model`: after the nights it is a checkpoint.
     let engine = engine.load_file(&scratch, model, 1)?;
     m.model = Some(model.to_path_buf());
-    let opts = DayOptions {
-        system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
-        params: eval_params(),
-        max_calls: 8,
-        family_tools: plan.family_tools,
-        follow_up: 0.0,
-        feedback: 0.0,
-        seed: EVAL_SEED,
-    };
-    // Each measured task starts with no notes: a note an earlier task saved
-    // (the same "room of Friday's meeting" with another code) made a recall
-    // depend on the tasks before it.
     for &f in families.iter().filter(|f| !done.contains(f)) {
-        let mut forgotten = Ok(());
         let tasks = day_tasks(&[f], plan.eval, EVAL_SEED, plan.level);
-        let posed = simulate_day(
+        let prefix = format!("eval-{}", f.as_str());
+        let results = eval_day_tasks(
             &engine,
             &store,
             &services,
             &tasks,
-            Channels::new(&format!("eval-{}", f.as_str()), 1),
-            &opts,
+            &prefix,
+            plan.family_tools,
             &CancelFlag::default(),
-            &mut |_| {
-                if forgotten.is_ok() {
-                    forgotten = forget_notes(&store);
-                }
-            },
+            &mut |_| {},
         )?;
-        forgotten?;
-        let results = task_outcomes(&posed);
-        let passed = results.iter().filter(|r| r.2).count();
+        let passed = results.iter().filter(|r| r.1.passed).count();
         eprintln!("  {} {passed}/{}", f.as_str(), results.len());
         m.scores.push(FamilyScore {
             family: f,
@@ -550,15 +532,12 @@ fn measure(
             tasks: results.len(),
             passed,
         });
-        m.outcomes.extend(results.into_iter().map(|(t, f, passed)| {
-            (
-                f,
-                Outcome {
-                    prompt: format!("{}-{t}", f.as_str()),
-                    passed,
-                },
-            )
-        }));
+        // Named by position, as the results files of earlier runs are.
+        m.outcomes
+            .extend(results.into_iter().enumerate().map(|(t, (f, o))| {
+                let prompt = format!("{}-{t}", f.as_str());
+                (f, Outcome { prompt, ..o })
+            }));
         m.seconds = seconds_before + started.elapsed().as_secs_f64();
         saved(&m)?;
     }
@@ -689,14 +668,6 @@ impl Progress {
     }
 }
 
-/// Deletes every note in `store`.
-fn forget_notes(store: &Store) -> anyhow::Result<()> {
-    for note in store.every_note()? {
-        store.delete_note(note.id)?;
-    }
-    Ok(())
-}
-
 /// Writes `value` to `path` whole or not at all.
 fn save(path: &Path, value: &serde_json::Value) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
@@ -758,18 +729,6 @@ fn describe_scores(scores: &[FamilyScore]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_measured_task_starts_with_no_notes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&Home::new(dir.path().to_path_buf())).unwrap();
-        store
-            .add_note("Friday", "the room is thunder-3122")
-            .unwrap();
-        store.add_note("Locker", "velvet-7716").unwrap();
-        forget_notes(&store).unwrap();
-        assert!(store.every_note().unwrap().is_empty());
-    }
 
     #[test]
     fn a_saved_measurement_is_reused_only_for_the_same_tasks() {

@@ -600,7 +600,8 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
     assert!(distinct.len() < tasks.len(), "{report}");
     assert_eq!(report["memory"]["asked"], distinct.len(), "{report}");
     // The verify stage measured every family (the practised ones at their
-    // level) and the held-out one on the old and the new model.
+    // level), the held-out one and desk work on the old and the new model;
+    // the desk checks' scratch folder is gone.
     let checks = report["verify"]["tasks"].as_array().unwrap();
     let families: Vec<&str> = checks
         .iter()
@@ -608,9 +609,10 @@ fn practice_is_trained_on_by_its_checks_and_eval_is_left_out() {
         .collect();
     assert_eq!(
         families,
-        ["arithmetic", "ledger", "strings", "units"],
+        ["arithmetic", "ledger", "strings", "units", "files", "notes"],
         "{report}"
     );
+    assert!(!home.join("night-scratch").join("desk").exists());
     assert!(checks
         .iter()
         .all(|c| c["tasks"] == 1 && c["before"].is_f64()));

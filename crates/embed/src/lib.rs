@@ -42,6 +42,38 @@ pub fn model_dir(home: &reverie_core::Home) -> std::path::PathBuf {
     home.models().join(MODEL_KEY)
 }
 
+/// Gives the data folder `to` the embedding model installed in `from`, so
+/// its value memory and tool offer rank as the user's own do (without it,
+/// word overlap): a bench's folder, or the scratch folder the night checks
+/// desk work in. Files are hard-linked where the filesystem allows, else
+/// copied; nothing to share is not an error.
+pub fn share_model(from: &reverie_core::Home, to: &reverie_core::Home) -> std::io::Result<()> {
+    let (from, to) = (model_dir(from), model_dir(to));
+    if !from.join("model.safetensors").exists() {
+        return Ok(());
+    }
+    let named = |path: &Path, doing: &str| {
+        let path = path.display().to_string();
+        let doing = doing.to_string();
+        move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{doing} {path}: {e}"))
+    };
+    std::fs::create_dir_all(&to).map_err(named(&to, "creating"))?;
+    for entry in std::fs::read_dir(&from).map_err(named(&from, "reading"))? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let dest = to.join(entry.file_name());
+            // A copy onto a link to the same file would truncate the original.
+            if dest.exists() {
+                std::fs::remove_file(&dest).map_err(named(&dest, "replacing"))?;
+            }
+            if std::fs::hard_link(entry.path(), &dest).is_err() {
+                std::fs::copy(entry.path(), &dest).map_err(named(&dest, "copying the model to"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Embeddings of `texts`, read from the store's cache where present and
 /// computed (then cached) where not.
 pub fn embed_cached(
@@ -154,5 +186,41 @@ impl Embedder {
             mean.broadcast_div(&norm)?.to_vec2::<f32>()
         };
         go().map_err(|e| run(&e))
+    }
+}
+
+#[cfg(test)]
+mod sharing {
+    use super::{model_dir, share_model};
+    use reverie_core::Home;
+
+    #[test]
+    fn the_installed_model_is_shared_and_nothing_to_share_is_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, bench) = (
+            Home::new(dir.path().join("home")),
+            Home::new(dir.path().join("bench")),
+        );
+        share_model(&home, &bench).unwrap();
+        assert!(!model_dir(&bench).exists(), "nothing to share");
+
+        let installed = model_dir(&home);
+        std::fs::create_dir_all(&installed).unwrap();
+        for (name, body) in [("model.safetensors", "weights"), ("tokenizer.json", "{}")] {
+            std::fs::write(installed.join(name), body).unwrap();
+        }
+        share_model(&home, &bench).unwrap();
+        let shared = model_dir(&bench);
+        let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(shared.join("model.safetensors")), "weights");
+        assert_eq!(read(shared.join("tokenizer.json")), "{}");
+        // Sharing again leaves the user's files whole.
+        share_model(&home, &bench).unwrap();
+        assert_eq!(read(installed.join("model.safetensors")), "weights");
+        // Something in the way is named in the error.
+        std::fs::remove_file(shared.join("tokenizer.json")).unwrap();
+        std::fs::create_dir(shared.join("tokenizer.json")).unwrap();
+        let err = share_model(&home, &bench).unwrap_err();
+        assert!(err.to_string().contains("tokenizer.json"), "{err}");
     }
 }

@@ -1,3 +1,4 @@
+use reverie_practice::days::DayFamily;
 use serde::{Deserialize, Serialize};
 
 /// A practice batch the night starts with.
@@ -133,6 +134,13 @@ pub struct NightConfig {
     /// gains keeps the old model. Sixteen, so that one task is not the
     /// whole margin.
     pub verify_tasks: usize,
+    /// Desk-work families the verify stage checks as well, `verify_tasks`
+    /// each, as simulated requests in a scratch data folder: a night on
+    /// ordinary days once took `files` from 21 to 12 of 30 fresh tasks
+    /// while every practice family held, and was deployed. `files` and
+    /// `notes` by default (the default model passes about half of each);
+    /// `edit` can be added, `[]` turns the desk checks off.
+    pub verify_desk: Vec<DayFamily>,
     /// Share of the judge's sub-tasks that get the understanding pass
     /// (practice and tasker rewards are measured, so they never do).
     pub understanding_fraction: f64,
@@ -182,6 +190,7 @@ impl Default for NightConfig {
             practice_echo: false,
             max_perplexity_regression: 0.10,
             verify_tasks: 16,
+            verify_desk: vec![DayFamily::Files, DayFamily::Notes],
             understanding_fraction: 0.3,
             min_train_steps: 8,
             stray_end_advantage: -1.0,

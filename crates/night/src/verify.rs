@@ -1,5 +1,6 @@
 //! The held-out checks: perplexity of a fixed text under llama.cpp, and
-//! the success rate on fresh tasks of the practised and held-out families.
+//! the success rate on fresh tasks of the practised and held-out families
+//! and of desk work (simulated requests in a scratch data folder).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use reverie_agent::CancelFlag;
 use reverie_core::Home;
 use reverie_infer::{Engine, EngineConfig};
+use reverie_practice::days::{day_tasks, eval_day_tasks, DayFamily};
 use reverie_practice::{paired, run_model, Family, Outcome, Paired, RunConfig, EVAL_SEED};
 use reverie_store::{EpisodeKind, Store};
 use serde::{Deserialize, Serialize};
@@ -33,12 +35,23 @@ const HELD_OUT_LEVEL: u32 = 3;
 /// passes most tasks, so a night that breaks it shows).
 const UNPRACTISED_LEVEL: u32 = 1;
 
+/// Level desk-work families are checked at (`bench days`' default, where
+/// the default model passes about half of them).
+const DESK_LEVEL: u32 = 2;
+
+/// Seed of the desk checks' tasks: not the eval seed, so the tasks that
+/// gate a night are never the ones `bench days` measures it on.
+const DESK_SEED: u64 = EVAL_SEED ^ 0x6465_736B;
+
 /// The families to measure after every night, day nights included: each
 /// trainable family at the level of its latest practice episode (level 1
 /// if never practised), on a fixed set of tasks at the eval seed so the old
 /// model's results can be reused, then the held-out families, which no
-/// night trains on.
-pub fn families_to_check(store: &Store) -> Result<Vec<(Family, u32)>, NightError> {
+/// night trains on, then the desk-work families of `desk`.
+pub fn families_to_check(
+    store: &Store,
+    desk: &[DayFamily],
+) -> Result<Vec<(DayFamily, u32)>, NightError> {
     let mut out: Vec<(Family, u32)> = Vec::new();
     for e in store.episodes_since(0)?.iter().rev() {
         let Ok(f) = Family::parse(&e.family) else {
@@ -56,6 +69,12 @@ pub fn families_to_check(store: &Store) -> Result<Vec<(Family, u32)>, NightError
     out.sort_by_key(|(f, _)| f.as_str());
     let held_out = Family::ALL.into_iter().filter(|f| f.held_out());
     out.extend(held_out.map(|f| (f, HELD_OUT_LEVEL)));
+    let mut out: Vec<(DayFamily, u32)> = out.into_iter().map(|(f, l)| (f.into(), l)).collect();
+    for &f in desk.iter().filter(|f| f.practice().is_none()) {
+        if !out.iter().any(|(g, _)| *g == f) {
+            out.push((f, DESK_LEVEL));
+        }
+    }
     Ok(out)
 }
 
@@ -83,7 +102,7 @@ pub struct FamilyCheck {
 
 impl FamilyCheck {
     pub fn new(
-        family: Family,
+        family: DayFamily,
         level: u32,
         before_outcomes: Vec<Outcome>,
         after_outcomes: Vec<Outcome>,
@@ -107,7 +126,12 @@ impl FamilyCheck {
     /// A check of `tasks` tasks, the first `before` and `after` shares of
     /// them passed.
     #[cfg(test)]
-    pub(crate) fn with_rates(family: Family, tasks: usize, before: f64, after: f64) -> FamilyCheck {
+    pub(crate) fn with_rates(
+        family: DayFamily,
+        tasks: usize,
+        before: f64,
+        after: f64,
+    ) -> FamilyCheck {
         let outcomes = |share: f64| -> Vec<Outcome> {
             (0..tasks)
                 .map(|i| Outcome {
@@ -168,7 +192,7 @@ impl Measured {
     }
 
     /// The new model's outcomes of the same check: family, level and count.
-    fn outcomes(&self, family: Family, level: u32, tasks: usize) -> Option<Vec<Outcome>> {
+    fn outcomes(&self, family: DayFamily, level: u32, tasks: usize) -> Option<Vec<Outcome>> {
         self.checks
             .iter()
             .find(|c| {
@@ -182,19 +206,20 @@ impl Measured {
 }
 
 /// Measures every family of `families` on the `before` and `after` models
-/// (greedy, the eval seed, `cfg.verify_tasks` tasks each); the old model's
-/// side comes from `earlier` where that night already measured it.
+/// (greedy, `cfg.verify_tasks` fixed tasks each); the old model's side
+/// comes from `earlier` where that night already measured it.
 pub fn task_success(
     home: &Home,
     (before, earlier): (&Path, Option<&Measured>),
     after: &Path,
-    families: &[(Family, u32)],
+    families: &[(DayFamily, u32)],
     cfg: &NightConfig,
     cancel: &CancelFlag,
-    on_family: &mut dyn FnMut(usize, Family),
+    on_family: &mut dyn FnMut(usize, DayFamily),
 ) -> Result<Vec<FamilyCheck>, NightError> {
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
+    let desk = DeskFolder::new(home, families)?;
     // A child: each attempt's turn resets its flag, never the night's.
     let cancel = cancel.child();
     let mut out = Vec::new();
@@ -203,14 +228,22 @@ pub fn task_success(
             return Err(NightError::Cancelled);
         }
         on_family(i, family);
-        let run = RunConfig::eval(family, cfg.verify_tasks, EVAL_SEED, level);
         let attempt = |model: &Path| -> Result<Vec<Outcome>, NightError> {
-            let episodes = run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)?;
+            let outcomes = match (family.practice(), desk.as_ref()) {
+                (Some(practice), _) => {
+                    let run = RunConfig::eval(practice, cfg.verify_tasks, EVAL_SEED, level);
+                    let episodes =
+                        run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)?;
+                    Outcome::of(&episodes)
+                }
+                (None, Some(desk)) => desk.measure(model, family, level, cfg, &cancel)?,
+                (None, None) => unreachable!("a desk family gets a scratch folder"),
+            };
             // A cancelled run stops early; its partial outcomes mean nothing.
             if cancel.is_cancelled() {
                 return Err(NightError::Cancelled);
             }
-            Ok(Outcome::of(&episodes))
+            Ok(outcomes)
         };
         let known = earlier.and_then(|m| {
             m.outcomes(family, level, cfg.verify_tasks)
@@ -225,6 +258,75 @@ pub fn task_success(
     Ok(out)
 }
 
+/// The scratch folder desk work is measured in, a data folder for each
+/// model's run of a family: their channels, notes and workspaces never
+/// reach the user's store (a night would judge them), and the folder goes
+/// when the check is done, or at the next check after a kill.
+struct DeskFolder {
+    root: std::path::PathBuf,
+    user: Home,
+    runs: std::cell::Cell<usize>,
+}
+
+impl DeskFolder {
+    fn new(home: &Home, families: &[(DayFamily, u32)]) -> Result<Option<DeskFolder>, NightError> {
+        let root = home.root().join("night-scratch").join("desk");
+        let _ = std::fs::remove_dir_all(&root);
+        if families.iter().all(|(f, _)| f.practice().is_some()) {
+            return Ok(None);
+        }
+        Ok(Some(DeskFolder {
+            root,
+            user: home.clone(),
+            runs: std::cell::Cell::new(0),
+        }))
+    }
+
+    /// `model` on the family's fixed tasks, each in a fresh channel.
+    fn measure(
+        &self,
+        model: &Path,
+        family: DayFamily,
+        level: u32,
+        cfg: &NightConfig,
+        cancel: &CancelFlag,
+    ) -> Result<Vec<Outcome>, NightError> {
+        let run = self.runs.get();
+        self.runs.set(run + 1);
+        let scratch = Home::new(self.root.join(format!("{}-{run}", family.as_str())));
+        let io = |e: std::io::Error| {
+            NightError::Io(format!(
+                "preparing {} for the desk checks: {e}",
+                scratch.root().display()
+            ))
+        };
+        std::fs::create_dir_all(scratch.root()).map_err(io)?;
+        reverie_embed::share_model(&self.user, &scratch).map_err(io)?;
+        let store = Arc::new(Store::open(&scratch)?);
+        let services = Arc::new(reverie_tools::Services::new(&scratch));
+        let engine = Engine::load(model, EngineConfig::sized(1, 8192, cfg.gpu_layers, None))?;
+        let tasks = day_tasks(&[family], cfg.verify_tasks, DESK_SEED, level);
+        let prefix = format!("verify-{}", family.as_str());
+        let outcomes = eval_day_tasks(
+            &engine,
+            &store,
+            &services,
+            &tasks,
+            &prefix,
+            false,
+            cancel,
+            &mut |_| {},
+        )?;
+        Ok(outcomes.into_iter().map(|(_, o)| o).collect())
+    }
+}
+
+impl Drop for DeskFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,15 +337,15 @@ mod tests {
     fn every_family_is_checked_at_its_practised_level_with_the_held_out_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&Home::new(dir.path())).unwrap();
-        let held_out = (Family::Units, HELD_OUT_LEVEL);
+        let held_out = (DayFamily::Units, HELD_OUT_LEVEL);
         let unpractised = vec![
-            (Family::Arithmetic, UNPRACTISED_LEVEL),
-            (Family::Ledger, UNPRACTISED_LEVEL),
-            (Family::Strings, UNPRACTISED_LEVEL),
+            (DayFamily::Arithmetic, UNPRACTISED_LEVEL),
+            (DayFamily::Ledger, UNPRACTISED_LEVEL),
+            (DayFamily::Strings, UNPRACTISED_LEVEL),
             held_out,
         ];
         assert_eq!(
-            families_to_check(&store).unwrap(),
+            families_to_check(&store, &[]).unwrap(),
             unpractised,
             "a night of chat alone is checked on every family"
         );
@@ -273,23 +375,33 @@ mod tests {
         };
         record("units", true, 5);
         assert_eq!(
-            families_to_check(&store).unwrap(),
+            families_to_check(&store, &[]).unwrap(),
             unpractised,
             "eval alone sets no level"
         );
         record("strings", false, 2);
         record("arithmetic", false, 2);
         record("arithmetic", false, 4);
-        let got = families_to_check(&store).unwrap();
+        let got = families_to_check(&store, &[]).unwrap();
         assert_eq!(
             got,
             vec![
-                (Family::Arithmetic, 4),
-                (Family::Ledger, UNPRACTISED_LEVEL),
-                (Family::Strings, 2),
-                (Family::Units, HELD_OUT_LEVEL)
+                (DayFamily::Arithmetic, 4),
+                (DayFamily::Ledger, UNPRACTISED_LEVEL),
+                (DayFamily::Strings, 2),
+                (DayFamily::Units, HELD_OUT_LEVEL)
             ],
             "the latest level of each family practised, then the held-out one"
+        );
+        let desk = [DayFamily::Files, DayFamily::Arithmetic, DayFamily::Notes];
+        let with_desk = families_to_check(&store, &desk).unwrap();
+        assert_eq!(
+            with_desk[got.len()..],
+            [
+                (DayFamily::Files, DESK_LEVEL),
+                (DayFamily::Notes, DESK_LEVEL)
+            ],
+            "desk work comes last, a practice family named there only once"
         );
     }
 
@@ -317,7 +429,7 @@ mod tests {
         // A model no night deployed has nothing measured.
         assert!(Measured::of(&store, &model).unwrap().is_none());
 
-        let check = FamilyCheck::with_rates(Family::Arithmetic, 4, 0.25, 0.75);
+        let check = FamilyCheck::with_rates(DayFamily::Arithmetic, 4, 0.25, 0.75);
         let report = serde_json::json!({"verify": {
             "ok": true, "perplexity_before": 40.0, "perplexity_after": 41.5, "tasks": [check],
         }});
@@ -327,13 +439,13 @@ mod tests {
             .expect("measured by night 1");
         assert_eq!((m.night, m.perplexity), (night, Some(41.5)));
         // The new model's side of the same check becomes the old side now.
-        let known = m.outcomes(Family::Arithmetic, 3, 4).unwrap();
+        let known = m.outcomes(DayFamily::Arithmetic, 3, 4).unwrap();
         assert_eq!(known, check.after_outcomes);
         assert_eq!(known.iter().filter(|o| o.passed).count(), 3);
         // Another level, count or family is not the same check.
-        assert!(m.outcomes(Family::Arithmetic, 2, 4).is_none());
-        assert!(m.outcomes(Family::Arithmetic, 3, 8).is_none());
-        assert!(m.outcomes(Family::Units, 3, 4).is_none());
+        assert!(m.outcomes(DayFamily::Arithmetic, 2, 4).is_none());
+        assert!(m.outcomes(DayFamily::Arithmetic, 3, 8).is_none());
+        assert!(m.outcomes(DayFamily::Units, 3, 4).is_none());
 
         // A file changed since it was deployed is measured again.
         std::fs::write(&model, b"edited by hand").unwrap();
@@ -353,7 +465,7 @@ mod tests {
         deployed(&store, dir.path(), &report);
         let m = Measured::of(&store, &model).unwrap().unwrap();
         assert_eq!(m.perplexity, Some(40.0));
-        assert!(m.outcomes(Family::Arithmetic, 3, 4).is_none());
+        assert!(m.outcomes(DayFamily::Arithmetic, 3, 4).is_none());
     }
 
     #[test]
@@ -368,7 +480,7 @@ mod tests {
                     })
                     .collect::<Vec<_>>()
             };
-            FamilyCheck::new(Family::Arithmetic, 3, o(before), o(after), None)
+            FamilyCheck::new(DayFamily::Arithmetic, 3, o(before), o(after), None)
         };
         // The same rate, different tasks: one lost, one gained.
         assert!(!c(&[true, false, true], &[false, true, true]).regressed());
@@ -380,6 +492,58 @@ mod tests {
         after[15] = false;
         assert!(c(&before, &after).regressed());
         assert!(!c(&[false, false], &[true, true]).regressed());
+    }
+
+    /// Desk work is measured in a scratch data folder of its own: the
+    /// user's store gets no channel, note or episode from it, each model
+    /// runs the same tasks, and the folder is gone afterwards.
+    #[test]
+    fn desk_checks_run_in_a_scratch_folder_that_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        reverie_gguf::synth::write(
+            &model,
+            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
+        )
+        .unwrap();
+        let home = Home::new(dir.path().join("home"));
+        let cfg = NightConfig {
+            verify_tasks: 2,
+            ..NightConfig::default()
+        };
+        let families = [
+            (DayFamily::Files, DESK_LEVEL),
+            (DayFamily::Notes, DESK_LEVEL),
+        ];
+        let mut started = Vec::new();
+        let checks = task_success(
+            &home,
+            (&model, None),
+            &model,
+            &families,
+            &cfg,
+            &CancelFlag::default(),
+            &mut |_, f| started.push(f),
+        )
+        .unwrap();
+        assert_eq!(started, [DayFamily::Files, DayFamily::Notes]);
+        assert_eq!(checks.len(), 2);
+        for (check, (family, _)) in checks.iter().zip(families) {
+            assert_eq!(check.family, family.as_str());
+            assert_eq!((check.tasks, check.level), (2, DESK_LEVEL));
+            let prompts = |o: &[Outcome]| o.iter().map(|o| o.prompt.clone()).collect::<Vec<_>>();
+            assert_eq!(
+                prompts(&check.before_outcomes),
+                prompts(&check.after_outcomes)
+            );
+            let first = &day_tasks(&[family], 2, DESK_SEED, DESK_LEVEL)[0].steps[0].request;
+            assert_eq!(&check.after_outcomes[0].prompt, first);
+        }
+        let store = Store::open(&home).unwrap();
+        assert!(store.channels().unwrap().is_empty());
+        assert!(store.every_note().unwrap().is_empty());
+        assert!(store.episodes_since(0).unwrap().is_empty());
+        assert!(!home.root().join("night-scratch").join("desk").exists());
     }
 
     /// Cancelling the night while verify measures task families stops it
@@ -399,7 +563,7 @@ mod tests {
             verify_tasks: 2000,
             ..NightConfig::default()
         };
-        let families = [(Family::Arithmetic, 2), (Family::Units, 3)];
+        let families = [(DayFamily::Arithmetic, 2), (DayFamily::Units, 3)];
         let cancel = CancelFlag::default();
         let presser = cancel.clone();
         let started = std::time::Instant::now();

@@ -1,8 +1,8 @@
 //! Stage 8, verify: llama.cpp loads the new model and its perplexity on a
-//! fixed text has not risen too far; every family ever practised and the
-//! held-out ones are measured on the same tasks with the old and the new
-//! model, and a family that loses more tasks than it gains keeps the old
-//! model.
+//! fixed text has not risen too far; every family ever practised, the
+//! held-out ones and desk work are measured on the same tasks with the old
+//! and the new model, and a family that loses more tasks than it gains
+//! keeps the old model.
 
 use crate::error::NightError;
 use crate::event::Stage;
@@ -23,7 +23,7 @@ pub fn run(night: &mut NightRun<'_>) -> Result<Next, NightError> {
     night.check_cancel()?;
     let mut verdict = perplexity_verdict(before, perplexity(&merged, cfg.gpu_layers), cfg);
     night.check_cancel()?;
-    let families = families_to_check(store)?;
+    let families = families_to_check(store, &cfg.verify_desk)?;
     if verdict.ok && cfg.verify_tasks > 0 && !families.is_empty() {
         let n = families.len();
         let old = (base.as_path(), earlier.as_ref());
@@ -108,7 +108,7 @@ mod tests {
     #[test]
     fn a_family_that_loses_tasks_fails_the_verdict_and_says_which() {
         let check = |family: &str, before, after| {
-            let family = reverie_practice::Family::parse(family).unwrap();
+            let family = reverie_practice::days::DayFamily::parse(family).unwrap();
             FamilyCheck::with_rates(family, 16, before, after)
         };
         let ok = Verdict {

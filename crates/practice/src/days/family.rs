@@ -112,6 +112,17 @@ impl DayFamily {
     }
 }
 
+impl From<Family> for DayFamily {
+    fn from(f: Family) -> DayFamily {
+        match f {
+            Family::Arithmetic => DayFamily::Arithmetic,
+            Family::Strings => DayFamily::Strings,
+            Family::Ledger => DayFamily::Ledger,
+            Family::Units => DayFamily::Units,
+        }
+    }
+}
+
 /// One task of a simulated day.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DayTask {

@@ -23,7 +23,9 @@ use reverie_infer::Engine;
 use reverie_store::Store;
 use reverie_tools::Services;
 
-use crate::PracticeError;
+use crate::paired::Outcome;
+use crate::runner::eval_params;
+use crate::{PracticeError, EVAL_SEED};
 
 /// `n` tasks taking turns over `families`, task `i` from `seed + i`.
 pub fn day_tasks(families: &[DayFamily], n: usize, seed: u64, level: u32) -> Vec<DayTask> {
@@ -93,4 +95,85 @@ pub fn simulate_day(
         out.extend(posed);
     }
     Ok(out)
+}
+
+/// `tasks` (of one family or several) measured as an eval: one task to a
+/// channel named `{prefix}-{k}`, greedy, without follow-ups or ratings,
+/// each starting with no notes (a note an earlier task saved, the same
+/// "room of Friday's meeting" with another code, made a recall depend on
+/// the tasks before it). One outcome per task (passed when every step
+/// passed), named by the task's first request; `on` hears each channel's requests.
+#[allow(clippy::too_many_arguments)]
+pub fn eval_day_tasks(
+    engine: &Engine,
+    store: &Arc<Store>,
+    services: &Arc<Services>,
+    tasks: &[DayTask],
+    prefix: &str,
+    family_tools: bool,
+    cancel: &CancelFlag,
+    on: &mut dyn FnMut(&[Posed]),
+) -> Result<Vec<(DayFamily, Outcome)>, PracticeError> {
+    let opts = DayOptions {
+        system_prompt: reverie_agent::DEFAULT_SYSTEM_PROMPT.to_string(),
+        params: eval_params(),
+        max_calls: 8,
+        family_tools,
+        follow_up: 0.0,
+        feedback: 0.0,
+        seed: EVAL_SEED,
+    };
+    let mut forgotten = Ok(());
+    let posed = simulate_day(
+        engine,
+        store,
+        services,
+        tasks,
+        Channels::new(prefix, 1),
+        &opts,
+        cancel,
+        &mut |posed| {
+            if forgotten.is_ok() {
+                forgotten = forget_notes(store);
+            }
+            on(posed);
+        },
+    )?;
+    forgotten?;
+    Ok(task_outcomes(&posed)
+        .into_iter()
+        .map(|(t, family, passed)| {
+            let prompt = tasks
+                .get(t)
+                .and_then(|task| task.steps.first())
+                .map_or_else(|| format!("{}-{t}", family.as_str()), |s| s.request.clone());
+            (family, Outcome { prompt, passed })
+        })
+        .collect())
+}
+
+/// Deletes every note in `store`.
+fn forget_notes(store: &Store) -> Result<(), PracticeError> {
+    for note in store.every_note()? {
+        store.delete_note(note.id)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reverie_core::Home;
+
+    #[test]
+    fn a_measured_task_starts_with_no_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Home::new(dir.path().to_path_buf())).unwrap();
+        store
+            .add_note("Friday", "the room is thunder-3122")
+            .unwrap();
+        store.add_note("Locker", "velvet-7716").unwrap();
+        forget_notes(&store).unwrap();
+        assert!(store.every_note().unwrap().is_empty());
+    }
 }

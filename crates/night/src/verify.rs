@@ -494,19 +494,22 @@ mod tests {
         assert!(!c(&[false, false], &[true, true]).regressed());
     }
 
+    /// A folder with a tiny random-weight model and an empty data folder.
+    fn tiny_night() -> (tempfile::TempDir, std::path::PathBuf, Home) {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        let tiny = reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2);
+        reverie_gguf::synth::write(&model, &tiny).unwrap();
+        let home = Home::new(dir.path().join("home"));
+        (dir, model, home)
+    }
+
     /// Desk work is measured in a scratch data folder of its own: the
     /// user's store gets no channel, note or episode from it, each model
     /// runs the same tasks, and the folder is gone afterwards.
     #[test]
     fn desk_checks_run_in_a_scratch_folder_that_leaves_nothing_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("tiny.gguf");
-        reverie_gguf::synth::write(
-            &model,
-            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
-        )
-        .unwrap();
-        let home = Home::new(dir.path().join("home"));
+        let (_dir, model, home) = tiny_night();
         let cfg = NightConfig {
             verify_tasks: 2,
             ..NightConfig::default()
@@ -550,14 +553,7 @@ mod tests {
     /// within seconds, not after every attempt of every family.
     #[test]
     fn a_cancel_during_the_task_checks_stops_them_within_seconds() {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("tiny.gguf");
-        reverie_gguf::synth::write(
-            &model,
-            &reverie_gguf::synth::SynthConfig::tiny(reverie_gguf::synth::Arch::Qwen2),
-        )
-        .unwrap();
-        let home = Home::new(dir.path().join("home"));
+        let (_dir, model, home) = tiny_night();
         let cfg = NightConfig {
             // Far more work than the test waits for.
             verify_tasks: 2000,

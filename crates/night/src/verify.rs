@@ -540,7 +540,8 @@ mod tests {
                 prompts(&check.after_outcomes)
             );
             let first = &day_tasks(&[family], 2, DESK_SEED, DESK_LEVEL)[0].steps[0].request;
-            assert_eq!(&check.after_outcomes[0].prompt, first);
+            assert_eq!(check.after_outcomes[0].prompt, format!("{first} (task 1)"));
+            assert_eq!(check.paired.tasks, 2, "each task is paired with itself");
         }
         let store = Store::open(&home).unwrap();
         assert!(store.channels().unwrap().is_empty());

@@ -102,7 +102,7 @@ pub fn simulate_day(
 /// each starting with no notes (a note an earlier task saved, the same
 /// "room of Friday's meeting" with another code, made a recall depend on
 /// the tasks before it). One outcome per task (passed when every step
-/// passed), named by the task's first request; `on` hears each channel's requests.
+/// passed), named by the task's first request and its number; `on` hears each channel's requests.
 #[allow(clippy::too_many_arguments)]
 pub fn eval_day_tasks(
     engine: &Engine,
@@ -146,7 +146,10 @@ pub fn eval_day_tasks(
             let prompt = tasks
                 .get(t)
                 .and_then(|task| task.steps.first())
-                .map_or_else(|| format!("{}-{t}", family.as_str()), |s| s.request.clone());
+                .map_or(family.as_str(), |s| s.request.as_str());
+            // Tasks of one family often open with the same words over
+            // other files: the number keeps them apart when paired.
+            let prompt = format!("{prompt} (task {})", t + 1);
             (family, Outcome { prompt, passed })
         })
         .collect())

@@ -219,7 +219,7 @@ pub fn task_success(
 ) -> Result<Vec<FamilyCheck>, NightError> {
     let store = Arc::new(Store::open(home)?);
     let services = Arc::new(reverie_tools::Services::new(home));
-    let desk = DeskFolder::new(home, families)?;
+    let desk = DeskFolder::new(home);
     // A child: each attempt's turn resets its flag, never the night's.
     let cancel = cancel.child();
     let mut out = Vec::new();
@@ -229,15 +229,14 @@ pub fn task_success(
         }
         on_family(i, family);
         let attempt = |model: &Path| -> Result<Vec<Outcome>, NightError> {
-            let outcomes = match (family.practice(), desk.as_ref()) {
-                (Some(practice), _) => {
+            let outcomes = match family.practice() {
+                Some(practice) => {
                     let run = RunConfig::eval(practice, cfg.verify_tasks, EVAL_SEED, level);
                     let episodes =
                         run_model(model, cfg.gpu_layers, &store, &services, &run, &cancel)?;
                     Outcome::of(&episodes)
                 }
-                (None, Some(desk)) => desk.measure(model, family, level, cfg, &cancel)?,
-                (None, None) => unreachable!("a desk family gets a scratch folder"),
+                None => desk.measure(model, family, level, cfg, &cancel)?,
             };
             // A cancelled run stops early; its partial outcomes mean nothing.
             if cancel.is_cancelled() {
@@ -269,17 +268,15 @@ struct DeskFolder {
 }
 
 impl DeskFolder {
-    fn new(home: &Home, families: &[(DayFamily, u32)]) -> Result<Option<DeskFolder>, NightError> {
+    /// Made on the first run; what a killed night left there goes now.
+    fn new(home: &Home) -> DeskFolder {
         let root = home.root().join("night-scratch").join("desk");
         let _ = std::fs::remove_dir_all(&root);
-        if families.iter().all(|(f, _)| f.practice().is_some()) {
-            return Ok(None);
-        }
-        Ok(Some(DeskFolder {
+        DeskFolder {
             root,
             user: home.clone(),
             runs: std::cell::Cell::new(0),
-        }))
+        }
     }
 
     /// `model` on the family's fixed tasks, each in a fresh channel.

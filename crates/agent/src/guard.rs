@@ -124,9 +124,24 @@ pub(crate) const FAILED_AGAIN_HINT: &str =
 pub(crate) const ALREADY_DONE_HINT: &str =
     "(That was already done, so nothing changed; the tool is not offered again until the next question. Do the rest of what the user asked, or tell them in words what you did.)";
 
-/// Whether a hint takes the call's tool out of the rest of the turn.
-pub(crate) fn blocks_tool(hint: &str) -> bool {
-    hint == FAILED_AGAIN_HINT || hint == ALREADY_DONE_HINT
+/// The tools that write a file's contents. A write of what a file already
+/// holds takes both out of the turn: with only write_file blocked, the
+/// default model "edited" the ledger it had just rewritten unchanged to the
+/// same lines, and that second repeat stopped the turn (12 of 20 ledger
+/// eval turns).
+const FILE_WRITERS: &[&str] = &["write_file", "edit_file"];
+
+/// The tools a `hint` on a call of `tool` takes out of the rest of the
+/// turn: the call's own tool after a repeated failure, and after a change
+/// that changed nothing every tool that changes the same thing.
+pub(crate) fn blocked_by(tool: &str, hint: &str) -> Vec<String> {
+    if hint == ALREADY_DONE_HINT && FILE_WRITERS.contains(&tool) {
+        FILE_WRITERS.iter().map(|t| t.to_string()).collect()
+    } else if hint == FAILED_AGAIN_HINT || hint == ALREADY_DONE_HINT {
+        vec![tool.to_string()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Why the harness stops a turn.
@@ -305,8 +320,13 @@ mod tests {
         assert_eq!(result_hint("write_file", true, unchanged), None);
         assert_eq!(g.record("read_file a.csv: not found", false), None);
         assert_eq!(g.record_unchanged(), ALREADY_DONE_HINT);
-        assert!(blocks_tool(ALREADY_DONE_HINT) && blocks_tool(FAILED_AGAIN_HINT));
-        assert!(!blocks_tool(REPEAT_HINT));
+        assert_eq!(blocked_by("notes", ALREADY_DONE_HINT), ["notes"]);
+        assert_eq!(blocked_by("read_file", FAILED_AGAIN_HINT), ["read_file"]);
+        assert_eq!(blocked_by("edit_file", FAILED_AGAIN_HINT), ["edit_file"]);
+        let writers = ["write_file", "edit_file"];
+        assert_eq!(blocked_by("write_file", ALREADY_DONE_HINT), writers);
+        assert_eq!(blocked_by("edit_file", ALREADY_DONE_HINT), writers);
+        assert!(blocked_by("calculator", REPEAT_HINT).is_empty());
         assert_eq!(g.stop(2, 24), None, "it also ends the run of failures");
         g.record_unchanged();
         assert_eq!(g.stop(3, 24), Some(StopCause::RepeatedCall));

@@ -399,8 +399,10 @@ impl<'a> ChannelSession<'a> {
                     // The default model repeats a failing call, or a change
                     // already made, whatever it is told; its grammar no
                     // longer lets it this turn.
-                    if crate::guard::blocks_tool(hint) && !self.blocked.contains(&name) {
-                        self.blocked.push(name);
+                    for tool in crate::guard::blocked_by(&name, hint) {
+                        if !self.blocked.contains(&tool) {
+                            self.blocked.push(tool);
+                        }
                     }
                 }
                 let mut msg = ChatMessage::new(MessageRole::Tool, text.clone());

@@ -493,8 +493,9 @@ fn a_saved_note_is_told_to_be_reported_as_done() {
 }
 
 /// Writing what a file already holds changes nothing: the model is told
-/// so, the call is marked as a repeat for the night, write_file leaves the
-/// turn's grammar, and one more such call stops the turn.
+/// so, the call is marked as a repeat for the night, write_file and
+/// edit_file leave the turn's grammar, and one more such call stops the
+/// turn.
 #[test]
 fn a_write_that_changes_nothing_is_told_so_and_its_tool_leaves_the_turn() {
     let (_dir, store, services, engine) = setup(1);
@@ -513,7 +514,7 @@ fn a_write_that_changes_nothing_is_told_so_and_its_tool_leaves_the_turn() {
         assert!(!t.contains("That is done"), "{t}");
         assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
     }
-    assert_eq!(s.blocked_tools(), ["write_file"]);
+    assert_eq!(s.blocked_tools(), ["write_file", "edit_file"]);
     // The session's own grammar forced a third; that second repeat ends it.
     assert_eq!((out.tool_calls, out.reason), (3, StopReason::ToolLimit));
     assert!(notices[0].contains("repeated"), "{notices:?}");

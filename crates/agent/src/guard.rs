@@ -108,6 +108,14 @@ pub(crate) fn result_hint(tool: &str, changed: bool, text: &str) -> Option<&'sta
 pub(crate) const REPEAT_HINT: &str =
     "(Same call and result as earlier in this turn: use it and answer.)";
 
+/// Added to the result of a call that repeated an earlier one again,
+/// right after [`REPEAT_HINT`], whose tool then leaves the turn's grammar.
+/// Stopped there instead, the turn ended in the harness's notice: the
+/// default model, having written a ledger, added the same numbers three
+/// times with the calculator (5 of 20 ledger eval turns).
+pub(crate) const REPEATED_AGAIN_HINT: &str =
+    "(Same call and result again: the tool is not offered again until the next question. Use what you have and answer.)";
+
 /// Added to the error of a call that already failed the same way in this
 /// turn, whose tool then leaves the turn's grammar: the default model
 /// repeated a failing `read_file` of a file it was asked to create until
@@ -137,7 +145,7 @@ const FILE_WRITERS: &[&str] = &["write_file", "edit_file"];
 pub(crate) fn blocked_by(tool: &str, hint: &str) -> Vec<String> {
     if hint == ALREADY_DONE_HINT && FILE_WRITERS.contains(&tool) {
         FILE_WRITERS.iter().map(|t| t.to_string()).collect()
-    } else if hint == FAILED_AGAIN_HINT || hint == ALREADY_DONE_HINT {
+    } else if [FAILED_AGAIN_HINT, ALREADY_DONE_HINT, REPEATED_AGAIN_HINT].contains(&hint) {
         vec![tool.to_string()]
     } else {
         Vec::new()
@@ -201,7 +209,9 @@ impl TurnGuard {
     /// Records one call's outcome, in order; `signature` is its name,
     /// arguments and result. Returns the hint its result carries if it
     /// repeated an earlier call of the turn to no effect: the same success
-    /// ([`REPEAT_HINT`]) or the same failure ([`FAILED_AGAIN_HINT`]).
+    /// ([`REPEAT_HINT`], or [`REPEATED_AGAIN_HINT`] when the repeats in a
+    /// row reach the limit, which takes the tool out) or the same failure
+    /// ([`FAILED_AGAIN_HINT`]).
     pub fn record(&mut self, signature: &str, ok: bool) -> Option<&'static str> {
         if !ok && self.last_failure.as_deref() == Some(signature) {
             self.same_failures += 1;
@@ -213,7 +223,11 @@ impl TurnGuard {
         let repeat = ok && !self.succeeded.insert(signature.to_string());
         self.repeats_in_row = if repeat { self.repeats_in_row + 1 } else { 0 };
         let failed_again = !ok && !self.failed.insert(signature.to_string());
-        if repeat {
+        if repeat && self.repeats_in_row == self.max_repeated_calls {
+            // Its tool leaves the turn, so its repeats end here.
+            self.repeats_in_row = 0;
+            Some(REPEATED_AGAIN_HINT)
+        } else if repeat {
             Some(REPEAT_HINT)
         } else if failed_again {
             Some(FAILED_AGAIN_HINT)
@@ -362,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_call_gets_the_hint_and_a_second_in_a_row_stops() {
+    fn a_repeated_call_gets_the_hint_and_a_second_in_a_row_takes_its_tool_out() {
         let mut g = TurnGuard::new(2);
         assert_eq!(g.record("calculator 2+2 = 4", true), None);
         assert_eq!(
@@ -371,8 +385,20 @@ mod tests {
             "first repeat: hint"
         );
         assert_eq!(g.stop(2, 24), None);
-        assert!(g.record("calculator 2+2 = 4", true).is_some());
-        assert_eq!(g.stop(3, 24), Some(StopCause::RepeatedCall));
+        assert_eq!(
+            g.record("calculator 2+2 = 4", true),
+            Some(REPEATED_AGAIN_HINT)
+        );
+        assert_eq!(
+            blocked_by("calculator", REPEATED_AGAIN_HINT),
+            ["calculator"]
+        );
+        assert_eq!(g.stop(3, 24), None, "the tool is out, the turn goes on");
+        // A repeat then a change that changed nothing stop it.
+        assert_eq!(g.record("notes list: 1 note", true), None);
+        assert_eq!(g.record("notes list: 1 note", true), Some(REPEAT_HINT));
+        g.record_unchanged();
+        assert_eq!(g.stop(6, 24), Some(StopCause::RepeatedCall));
         let mut never = TurnGuard::new(usize::MAX);
         for _ in 0..10 {
             never.record("calculator 2+2 = 4", true);

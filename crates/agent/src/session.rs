@@ -12,7 +12,9 @@ use reverie_store::{CallAttachment, Store};
 
 use crate::cancel::CancelFlag;
 use crate::error::AgentError;
-use crate::guard::{result_hint, TurnGuard, ALREADY_DONE_HINT, FAILED_AGAIN_HINT, REPEAT_HINT};
+use crate::guard::{
+    result_hint, TurnGuard, ALREADY_DONE_HINT, FAILED_AGAIN_HINT, REPEATED_AGAIN_HINT, REPEAT_HINT,
+};
 use crate::tool_setup::{ToolSetup, STANDING_INSTRUCTION};
 use crate::toolcall::ParsedCall;
 
@@ -27,9 +29,14 @@ fn attached_paths(text: &str) -> impl Iterator<Item = &str> {
 /// call of its turn to no effect (same arguments, same result or error),
 /// or a change that changed nothing.
 pub fn repeats_an_earlier_call(tool_message: &str) -> bool {
-    [REPEAT_HINT, FAILED_AGAIN_HINT, ALREADY_DONE_HINT]
-        .iter()
-        .any(|hint| tool_message.ends_with(hint))
+    [
+        REPEAT_HINT,
+        REPEATED_AGAIN_HINT,
+        FAILED_AGAIN_HINT,
+        ALREADY_DONE_HINT,
+    ]
+    .iter()
+    .any(|hint| tool_message.ends_with(hint))
 }
 
 /// The tools a reply that must look before it answers may call.

@@ -174,41 +174,31 @@ fn eight_channels_fifty_tool_calls_each_without_cross_talk() {
     assert_eq!(notices, CHANNELS * TURNS, "each turn says it hit the limit");
 }
 
+/// A repeat of a call gets a reminder; a second repeat in a row takes its
+/// tool out of the turn's grammar instead of stopping the turn, so the
+/// model answers (here in words: it was the only tool).
 #[test]
-fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
+fn a_repeated_call_gets_a_reminder_and_a_second_repeat_takes_its_tool_out() {
     let (_dir, store, services, engine) = setup(1);
     write_files(&services, &store, "loop");
-    let agent = Agent::new(
-        engine,
-        store.clone(),
-        services,
-        AgentConfig {
-            // Far above the three calls the loop is allowed.
-            max_tool_calls: 8,
-            allowed_tools: Some(vec!["read_file".into()]),
-            reply_constraint: Some(Constraint::Gbnf(
-                r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
-            )),
-            ..AgentConfig::default()
-        },
-    );
-    let out = agent
-        .send("loop", "read f3 again and again", &sampling(1), |_| {})
+    let id = store.ensure_channel("loop").unwrap();
+    let mut setup = ToolSetup::new(Toolbox::open(store.clone(), id, services.clone()).unwrap());
+    // Far above the three calls the loop makes.
+    setup.max_calls = 8;
+    setup.allowed = Some(vec!["read_file".into()]);
+    let mut s = ChannelSession::open(&engine, &store, "loop", "Be brief.")
         .unwrap()
-        .wait()
-        .unwrap();
-    agent.shutdown();
-    // The first repeat gets the reminder; the second, ignoring it, ends
-    // the turn.
+        .with_tools(setup);
+    let read = Constraint::Gbnf(
+        r#"root ::= "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"f3.txt\"}}\n</tool_call>""#.into(),
+    );
+    s.script_replies(vec![read.clone(), read.clone(), read]);
+    let (out, notices) = send_noting(&mut s, "read f3 again and again");
     assert_eq!(out.tool_calls, 3);
-    assert_eq!(out.reason, StopReason::ToolLimit);
-    let id = store.channel_by_name("loop").unwrap().unwrap().id;
-    let msgs = store.messages(id).unwrap();
-    let tool: Vec<&str> = msgs
-        .iter()
-        .filter(|m| m.role == MessageRole::Tool)
-        .map(|m| m.text.as_str())
-        .collect();
+    assert_ne!(out.reason, StopReason::ToolLimit, "{out:?}");
+    assert!(notices.is_empty(), "no stop notice: {notices:?}");
+    assert_eq!(s.blocked_tools(), ["read_file"]);
+    let tool = tool_texts(&store, &s);
     assert_eq!(tool.len(), 3);
     assert!(!tool[0].contains("Same call"), "{}", tool[0]);
     assert!(
@@ -216,23 +206,27 @@ fn a_repeated_call_is_answered_with_a_reminder_and_a_loop_is_stopped() {
         "a result that may be the answer says so: {}",
         tool[0]
     );
+    assert!(
+        tool[1].contains("Same call and result as earlier"),
+        "{}",
+        tool[1]
+    );
+    assert!(
+        tool[2].contains("Same call and result again"),
+        "{}",
+        tool[2]
+    );
+    assert!(tool[2].contains("not offered again"), "{}", tool[2]);
     for t in &tool[1..] {
         assert!(t.contains("loop holds file 3"), "{t}");
-        assert!(t.contains("Same call and result as earlier"), "{t}");
         assert!(reverie_agent::repeats_an_earlier_call(t), "{t}");
     }
-    assert!(!reverie_agent::repeats_an_earlier_call(tool[0]));
-    let notice = msgs
-        .iter()
-        .find(|m| m.role == MessageRole::User && m.text.starts_with("This turn was stopped"))
-        .expect("the stopped turn says why");
-    assert!(
-        notice
-            .text
-            .contains("the same tool call was repeated with the same result"),
-        "{}",
-        notice.text
-    );
+    assert!(!reverie_agent::repeats_an_earlier_call(&tool[0]));
+    // The reply after the third call had no tool left: it is words.
+    let msgs = store.messages(id).unwrap();
+    let last = msgs.last().unwrap();
+    assert_eq!(last.role, MessageRole::Assistant);
+    assert!(!last.text.contains("<tool_call>"), "{}", last.text);
     // The call's own record keeps the tool's result as it was.
     let results: Vec<String> = msgs
         .iter()

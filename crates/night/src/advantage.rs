@@ -22,7 +22,7 @@ use crate::value::Prediction;
 ///   the value model's grade are two instruments whose scales differ by an
 ///   offset that says nothing about the day (the judge centres near 0.5,
 ///   the grade leans high): left in, it pushed every reply of a day down,
-///   right ones too;
+///   right ones too; below 0, scaled by `cfg.failed_day_weight`;
 /// - then, where the understanding pass scored the task, the mean of that
 ///   and the understanding advantage (score − the night's mean score).
 pub fn task_advantages(
@@ -78,7 +78,11 @@ pub fn task_advantages(
         .enumerate()
         .map(|(i, a)| {
             let (a, by_judge) = a?;
-            let task = if by_judge { a - offset } else { a };
+            let task = match (by_judge, a - offset) {
+                (true, below) if below < 0.0 => below * cfg.failed_day_weight,
+                (true, centred) => centred,
+                (false, _) => a,
+            };
             Some(match understanding.get(i).copied().flatten() {
                 Some(score) => (task + (score - mean_score)) / 2.0,
                 None => task,
@@ -211,6 +215,33 @@ mod tests {
         let half = advs(0.5);
         assert!((half[0].unwrap() - pass).abs() < 1e-6);
         assert!((half[1].unwrap() - fail / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_judged_sub_task_below_expectation_weighs_what_the_config_says() {
+        let rated = JudgedTask {
+            kind: TaskKind::Rated,
+            feedback: Some(false),
+            ..task(0.0, None)
+        };
+        let tasks = [task(0.9, None), task(0.1, None), rated];
+        let preds = [pred(0.5), pred(0.5), pred(0.5)];
+        let advs = |w| {
+            let cfg = NightConfig {
+                failed_day_weight: w,
+                ..NightConfig::default()
+            };
+            task_advantages(&tasks, &preds, &[None; 3], &cfg)
+        };
+        let full = advs(1.0);
+        let (up, down) = (full[0].unwrap(), full[1].unwrap());
+        assert!(up > 0.0 && down < 0.0, "{full:?}");
+        assert_eq!(NightConfig::default().failed_day_weight, 1.0);
+        let none = advs(0.0);
+        assert_eq!(none[..2], [Some(up), Some(0.0)]);
+        assert_eq!(none[2], full[2], "a 👎 is not scaled");
+        assert!(none[2].unwrap() < 0.0);
+        assert!((advs(0.5)[1].unwrap() - down / 2.0).abs() < 1e-6);
     }
 
     #[test]

@@ -83,6 +83,12 @@ pub struct NightConfig {
     /// lost); at 1 (and 1e-4), the first night was refused and three
     /// nights gave 17/30.
     pub failed_attempt_weight: f32,
+    /// Scale of the negative advantage of a sub-task of the day that the
+    /// judge rewarded below what the value model expected (the user's own
+    /// 👍/👎 and ↻ are not scaled). At 0 a day night learns from what went
+    /// better than expected only, as practice does at
+    /// `failed_attempt_weight` 0.
+    pub failed_day_weight: f32,
     /// The judge and value model.
     pub judge: JudgeModel,
     /// Messages per judge window.
@@ -179,6 +185,7 @@ impl Default for NightConfig {
             practice: Vec::new(),
             practice_samples: 6,
             failed_attempt_weight: 0.0,
+            failed_day_weight: 1.0,
             judge: JudgeModel::Installed,
             window: 10,
             retries: 2,

@@ -337,11 +337,7 @@ impl<'a> ChannelSession<'a> {
                     && crate::copied::repeats_hint(&last.text, self.tool_messages());
                 if repeated {
                     looked_once = true;
-                    self.record_notice(crate::copied::LOOK_NOTICE)?;
-                    on_event(ChatEvent::Notice {
-                        channel: ch,
-                        text: crate::copied::LOOK_NOTICE.to_string(),
-                    });
+                    self.notify(crate::copied::LOOK_NOTICE.to_string(), on_event)?;
                     self.must_call = Some(MustCall::Any);
                     let mut t = self.transcript.clone();
                     prefix = self.engine.extend_transcript(&mut t, &[])?;
@@ -359,11 +355,7 @@ impl<'a> ChannelSession<'a> {
                     break;
                 }
                 let notice = self.unseen_files_notice(&missing);
-                self.record_notice(&notice)?;
-                on_event(ChatEvent::Notice {
-                    channel: ch,
-                    text: notice,
-                });
+                self.notify(notice, on_event)?;
                 // Told only that the file was not there, the default
                 // model gave the same answer again (4 of 4 simulated files
                 // tasks), or copied the notice: the next reply looks.
@@ -437,11 +429,7 @@ impl<'a> ChannelSession<'a> {
             };
             if let Some(cause) = guard.stop(calls_made, max) {
                 let notice = cause.notice(&then);
-                self.record_notice(&notice)?;
-                on_event(ChatEvent::Notice {
-                    channel: ch,
-                    text: notice,
-                });
+                self.notify(notice, on_event)?;
                 if let Some(constraint) = wrap_up {
                     last = self.wrap_up(constraint, params, cancel, on_event)?;
                     sampled += last.sampled;
@@ -461,11 +449,7 @@ impl<'a> ChannelSession<'a> {
                     crate::wrap_up::NO_TOOL_LEFT,
                     crate::wrap_up::answer_now(text)
                 );
-                self.record_notice(&notice)?;
-                on_event(ChatEvent::Notice {
-                    channel: ch,
-                    text: notice,
-                });
+                self.notify(notice, on_event)?;
             }
             // The next reply's scaffolding (the assistant prompt) is stored with it.
             let mut t = self.transcript.clone();
@@ -487,11 +471,7 @@ impl<'a> ChannelSession<'a> {
                 crate::copied::NOTICE,
                 crate::wrap_up::answer_now(text)
             );
-            self.record_notice(&notice)?;
-            on_event(ChatEvent::Notice {
-                channel: ch,
-                text: notice,
-            });
+            self.notify(notice, on_event)?;
             last = self.wrap_up(constraint, params, cancel, on_event)?;
             sampled += last.sampled;
             if stopped_by_guard && last.reason == StopReason::EndOfTurn {
@@ -748,6 +728,21 @@ impl<'a> ChannelSession<'a> {
     }
 
     /// Records a harness notice the model will see, as `warning` tokens.
+    /// Records a notice of the harness to the model (and tells the
+    /// caller).
+    fn notify(
+        &mut self,
+        text: String,
+        on_event: &mut dyn FnMut(ChatEvent),
+    ) -> Result<(), AgentError> {
+        self.record_notice(&text)?;
+        on_event(ChatEvent::Notice {
+            channel: self.channel,
+            text,
+        });
+        Ok(())
+    }
+
     fn record_notice(&mut self, text: &str) -> Result<(), AgentError> {
         let mut t = self.transcript.clone();
         let msg = ChatMessage::new(MessageRole::User, text);

@@ -441,16 +441,6 @@ impl<'a> ChannelSession<'a> {
                 };
                 break;
             }
-            // No tool left: the next reply is words (its grammar says so),
-            // asked for with the request last, as after a stop.
-            if wrap_up.is_some() && self.every_tool_blocked() {
-                let notice = format!(
-                    "{} {}",
-                    crate::wrap_up::NO_TOOL_LEFT,
-                    crate::wrap_up::answer_now(text)
-                );
-                self.notify(notice, on_event)?;
-            }
             // The next reply's scaffolding (the assistant prompt) is stored with it.
             let mut t = self.transcript.clone();
             prefix = self.engine.extend_transcript(&mut t, &[])?;

@@ -32,13 +32,6 @@ const OPENING_WORDS: usize = "This turn".len();
 /// What the notice of a stopped turn adds when an answer follows.
 pub const ANSWER_NOW: &str = "Answer now with what you have, without tools.";
 
-/// How the notice begins that a turn gets when its calls took every tool
-/// out of it ([`crate::guard::blocked_by`]). Left to answer after only the
-/// last tool's hint, the default model wrote "tool: python" (14 of 20
-/// strings eval turns) or "tool_response"; the request quoted last, as
-/// after a stop, is what it answers.
-pub const NO_TOOL_LEFT: &str = "No tool is offered again for this question.";
-
 /// [`ANSWER_NOW`] with the person's message it answers quoted after it, so
 /// that the last thing the model reads is the request, not the notice.
 pub fn answer_now(request: &str) -> String {

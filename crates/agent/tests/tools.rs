@@ -196,12 +196,7 @@ fn a_repeated_call_gets_a_reminder_and_a_second_repeat_takes_its_tool_out() {
     let (out, notices) = send_noting(&mut s, "read f3 again and again");
     assert_eq!(out.tool_calls, 3);
     assert_ne!(out.reason, StopReason::ToolLimit, "{out:?}");
-    assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(
-        notices[0].starts_with("No tool is offered again")
-            && notices[0].ends_with("read f3 again and again"),
-        "not a stop: the request is asked again, last: {notices:?}"
-    );
+    assert!(notices.is_empty(), "no stop notice: {notices:?}");
     assert_eq!(s.blocked_tools(), ["read_file"]);
     let tool = tool_texts(&store, &s);
     assert_eq!(tool.len(), 3);

@@ -112,7 +112,8 @@ pub(crate) const REPEAT_HINT: &str =
 /// right after [`REPEAT_HINT`], whose tool then leaves the turn's grammar.
 /// Stopped there instead, the turn ended in the harness's notice: the
 /// default model, having written a ledger, added the same numbers three
-/// times with the calculator (5 of 20 ledger eval turns).
+/// times with the calculator (1 of 20 ledger eval turns once the file
+/// writers left together; with this, none of the 20 was stopped).
 pub(crate) const REPEATED_AGAIN_HINT: &str =
     "(Same call and result again: the tool is not offered again until the next question. Use what you have and answer.)";
 
@@ -135,8 +136,8 @@ pub(crate) const ALREADY_DONE_HINT: &str =
 /// The tools that write a file's contents. A write of what a file already
 /// holds takes both out of the turn: with only write_file blocked, the
 /// default model "edited" the ledger it had just rewritten unchanged to the
-/// same lines, and that second repeat stopped the turn (12 of 20 ledger
-/// eval turns).
+/// same lines, and that second repeat stopped the turn (most of the 15 of
+/// 20 ledger eval turns the harness stopped; 1 was stopped with both out).
 const FILE_WRITERS: &[&str] = &["write_file", "edit_file"];
 
 /// The tools a `hint` on a call of `tool` takes out of the rest of the

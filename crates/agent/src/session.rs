@@ -717,9 +717,8 @@ impl<'a> ChannelSession<'a> {
         Ok(())
     }
 
-    /// Records a harness notice the model will see, as `warning` tokens.
-    /// Records a notice of the harness to the model (and tells the
-    /// caller).
+    /// Records a harness notice the model will see ([`Self::record_notice`])
+    /// and tells the caller.
     fn notify(
         &mut self,
         text: String,
@@ -733,6 +732,7 @@ impl<'a> ChannelSession<'a> {
         Ok(())
     }
 
+    /// Records a harness notice the model will see, as `warning` tokens.
     fn record_notice(&mut self, text: &str) -> Result<(), AgentError> {
         let mut t = self.transcript.clone();
         let msg = ChatMessage::new(MessageRole::User, text);

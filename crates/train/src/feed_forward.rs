@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::amx::bf16;
+use crate::bf16_matmul::bf16;
 use crate::cpu::{f32_slice, gradients_of, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::glu::{gate_back_in_place, gate_into, gated_projections_back, silu_mul};

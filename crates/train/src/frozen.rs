@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
-use crate::amx::{self, Packed};
+use crate::bf16_matmul::{self, Packed};
 use crate::cpu::{
     f32_slice, f32_values, gemm, gradients_of, matmul, matmul_by_transposed, with_f32, with_f32s,
     Stored,
@@ -15,7 +15,7 @@ use crate::portable;
 use crate::quant::Quantized;
 
 /// `x [n, in] -> x · Wᵀ [n, out]` with `W [out, in]` held constant: f32 on
-/// the CPU (or bf16 AMX tiles, [`FrozenMatmul::tiled`]), bf16 on other
+/// the CPU (or bf16 tiles, [`FrozenMatmul::tiled`]), bf16 on other
 /// devices (the portable path casts around it).
 #[derive(Clone)]
 pub struct FrozenMatmul {
@@ -24,7 +24,7 @@ pub struct FrozenMatmul {
     dims: (usize, usize),
 }
 
-/// A frozen `W [out, in]` as bf16 AMX tiles, in the layout of each pass:
+/// A frozen `W [out, in]` as packed bf16 tiles ([`Packed`]), in the layout of each pass:
 /// `x · Wᵀ` forward, `g · W` backward.
 pub(crate) struct Tiles {
     pub(crate) forward: Packed,
@@ -65,13 +65,13 @@ impl FrozenMatmul {
         Ok(FrozenMatmul::from_weight(Weight::Dense(w), dims))
     }
 
-    /// The weight rounded to bf16 and laid out for the CPU's AMX tiles
+    /// The weight rounded to bf16 and laid out for the CPU's bf16 dot products ([`bf16_matmul`])
     /// (the numerics of a GPU run, several times faster than f32 on the
     /// CPUs that have them); the f32 values are not kept. Only where
-    /// [`amx::available`].
+    /// [`bf16_matmul::available`].
     pub fn tiled(w: &Tensor) -> Result<FrozenMatmul> {
-        if !amx::available() || !w.device().is_cpu() {
-            candle_core::bail!("bf16 tiles need a CPU with AMX");
+        if !bf16_matmul::available() || !w.device().is_cpu() {
+            candle_core::bail!("bf16 tiles need a CPU with AMX or AVX-512 BF16");
         }
         let (out, inp) = w.dims2()?;
         let tiles = Tiles::new(&f32_values(&w.to_dtype(DType::F32)?)?, out, inp);
@@ -174,7 +174,7 @@ impl Weight {
                 Ok(())
             }),
             Weight::Tiles(t) => {
-                amx::matmul(y, x, rows, &t.forward);
+                bf16_matmul::matmul(y, x, rows, &t.forward);
                 Ok(())
             }
             Weight::Quant(q) => q.project(y, x, rows),
@@ -190,7 +190,7 @@ impl Weight {
                 Ok(())
             }),
             Weight::Tiles(t) => {
-                amx::matmul(dx, g, rows, &t.backward);
+                bf16_matmul::matmul(dx, g, rows, &t.backward);
                 Ok(())
             }
             Weight::Quant(q) => q.project_back_into(dx, g, rows),
@@ -436,12 +436,12 @@ mod tests {
 
     #[test]
     fn tiles_agree_with_f32_within_bf16_rounding_in_both_passes() {
-        if !amx::available() {
+        if !bf16_matmul::available() {
             assert!(
                 FrozenMatmul::tiled(&Tensor::zeros((2, 2), DType::F32, &Device::Cpu).unwrap())
                     .is_err()
             );
-            eprintln!("no AMX on this CPU: only the refusal is checked here");
+            eprintln!("no bf16 dot products on this CPU: only the refusal is checked here");
             return;
         }
         let dev = Device::Cpu;
@@ -476,7 +476,7 @@ mod tests {
         let b = Var::randn(0f32, 0.1, (70, 4), &dev).unwrap();
         let up = Tensor::randn(0f32, 1.0, (2, 19, 70), &dev).unwrap();
         let mut kinds = vec![(FrozenMatmul::new(&w).unwrap(), 1e-4)];
-        if amx::available() {
+        if bf16_matmul::available() {
             // bf16 rounding of x and W in the frozen part.
             kinds.push((FrozenMatmul::tiled(&w).unwrap(), 0.5));
         }

@@ -340,7 +340,7 @@ mod tests {
                 FrozenMatmul::new(&wu).unwrap(),
                 1e-4,
             )];
-            if crate::amx::available() {
+            if crate::bf16_matmul::available() {
                 kinds.push((
                     FrozenMatmul::tiled(&wg).unwrap(),
                     FrozenMatmul::tiled(&wu).unwrap(),

@@ -15,16 +15,19 @@
 //! one block of logits at a time). A training run holds the frozen weights in
 //! the GGUF's own block formats and expands one tile of rows at a time inside
 //! each product (`quant`), so a model costs its file's size in memory; f32,
-//! or bf16 tiles on CPUs with AMX ([`amx`]), remain options.
+//! remains an option; on CPUs with AMX or AVX-512 BF16 the products run in
+//! bf16 with f32 sums ([`bf16_matmul`]).
 //!
 //! This crate must never touch the store or llama.cpp: it takes token ids with
 //! roles and returns numbers and files.
 
-pub mod amx;
+mod amx;
 pub mod attention;
+pub mod bf16_matmul;
 mod cpu;
 pub mod data;
 pub mod device;
+mod dpbf16;
 pub mod export;
 pub mod feed_forward;
 pub mod frozen;

@@ -45,12 +45,12 @@ struct Layer {
 pub enum Held {
     /// f32 (bf16 projections on a GPU): four bytes per parameter.
     Dense,
-    /// bf16 AMX tiles on a CPU that has them ([`FrozenMatmul::tiled`]).
+    /// bf16 tiles on a CPU with bf16 dot products ([`FrozenMatmul::tiled`]).
     Bf16Tiles,
     /// In the GGUF's own block formats, expanded a tile at a time inside
     /// each product: the file's size in memory.
     Quantized,
-    /// Quantized, each expanded tile multiplied in bf16 on the AMX tiles.
+    /// Quantized, each expanded tile multiplied in bf16 ([`crate::bf16_matmul`]).
     QuantizedBf16,
 }
 
@@ -150,7 +150,7 @@ impl Loader<'_> {
         if self.keeps(q) {
             let mut w = Quantized::new(q, &self.device)?;
             if self.held == Held::QuantizedBf16 {
-                w = w.on_amx()?;
+                w = w.in_bf16()?;
             }
             return Ok(FrozenMatmul::quantized(Arc::new(w)));
         }
@@ -159,7 +159,7 @@ impl Loader<'_> {
     }
 
     /// A weight that is not kept quantized (an f32 tensor, or every weight
-    /// of a dense load): bf16 tiles where products run on AMX.
+    /// of a dense load): bf16 tiles where the CPU multiplies bf16.
     fn frozen_dense(&self, w: &Tensor) -> Result<FrozenMatmul, TrainError> {
         Ok(match self.held {
             Held::Bf16Tiles | Held::QuantizedBf16 => FrozenMatmul::tiled(w)?,
@@ -187,11 +187,11 @@ impl Model {
 
     /// The model as a training run wants it on `cfg.device`: quantized
     /// with `cfg.quantized`, else dense; with `cfg.cpu_bf16` on a CPU that
-    /// has AMX, multiplied in bf16 there.
+    /// has AMX or AVX-512 BF16, multiplied in bf16 there.
     pub fn load_for_training(path: &Path, cfg: &crate::TrainConfig) -> Result<Model, TrainError> {
         let device = cfg.device.open()?;
-        let amx = cfg.cpu_bf16 && device.is_cpu() && crate::amx::available();
-        let held = match (cfg.quantized, amx) {
+        let bf16 = cfg.cpu_bf16 && device.is_cpu() && crate::bf16_matmul::available();
+        let held = match (cfg.quantized, bf16) {
             (true, true) => Held::QuantizedBf16,
             (true, false) => Held::Quantized,
             (false, true) => Held::Bf16Tiles,
@@ -204,7 +204,7 @@ impl Model {
         Ok(model)
     }
 
-    /// Whether the frozen weights are multiplied in bf16 on AMX tiles.
+    /// Whether the frozen weights are multiplied in bf16.
     pub fn tiled(&self) -> bool {
         matches!(self.held, Held::Bf16Tiles | Held::QuantizedBf16)
     }

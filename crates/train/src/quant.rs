@@ -19,7 +19,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::amx::{self, Packed, Rounded};
+use crate::bf16_matmul::{self, Packed, Rounded};
 use crate::cpu::{gemm_views, View};
 
 /// About this many bytes of f32 per dequantized tile: big enough for gemm to
@@ -32,9 +32,9 @@ pub(crate) struct Quantized {
     dtype: GgmlDType,
     tile_rows: usize,
     tiles: Vec<QTensor>,
-    /// Multiply each expanded tile in bf16 on the AMX tiles (f32 sums), as
-    /// a GPU would, instead of f32 gemm.
-    amx: bool,
+    /// Multiply each expanded tile in bf16 (f32 sums, [`bf16_matmul`]), as a GPU
+    /// would, instead of f32 gemm.
+    bf16: bool,
 }
 
 /// Runs `$f::<Block>($args)` for the block type of `$dtype`.
@@ -179,17 +179,17 @@ impl Quantized {
             dtype,
             tile_rows,
             tiles,
-            amx: false,
+            bf16: false,
         })
     }
 
-    /// The same weight multiplied in bf16 on the AMX tiles. Only where
-    /// [`amx::available`].
-    pub(crate) fn on_amx(mut self) -> Result<Quantized> {
-        if !amx::available() {
-            candle_core::bail!("bf16 tiles need a CPU with AMX");
+    /// The same weight multiplied in bf16. Only where
+    /// [`bf16_matmul::available`].
+    pub(crate) fn in_bf16(mut self) -> Result<Quantized> {
+        if !bf16_matmul::available() {
+            candle_core::bail!("bf16 products need a CPU with AMX or AVX-512 BF16");
         }
-        self.amx = true;
+        self.bf16 = true;
         Ok(self)
     }
 
@@ -220,14 +220,14 @@ impl Quantized {
         let (out, inp) = self.dims;
         assert!(y.len() >= rows * out && x.len() >= rows * inp);
         let mut w = vec![0f32; self.tile_rows * inp];
-        let rounded = self.amx.then(|| Rounded::new(x, rows, inp, inp));
+        let rounded = self.bf16.then(|| Rounded::new(x, rows, inp, inp));
         for i in 0..self.tiles.len() {
             let (r0, n) = self.span(i);
             let w = &mut w[..n * inp];
             self.expand_tile(i, w)?;
             if let Some(a) = &rounded {
                 let b = Packed::transposed(w, n, inp);
-                amx::matmul_rounded(&mut y[r0..], out, a, &b, false);
+                bf16_matmul::matmul_rounded(&mut y[r0..], out, a, &b, false);
                 continue;
             }
             // `y[:, r0..r0 + n] = x · wᵀ`, `w` `[n, in]` read as `[in, n]`.
@@ -261,9 +261,9 @@ impl Quantized {
             let w = &mut w[..n * inp];
             self.expand_tile(i, w)?;
             let add = i > 0;
-            if self.amx {
+            if self.bf16 {
                 let a = Rounded::new(&g[r0..], rows, n, out);
-                amx::matmul_rounded(dx, inp, &a, &Packed::plain(w, n, inp), add);
+                bf16_matmul::matmul_rounded(dx, inp, &a, &Packed::plain(w, n, inp), add);
                 continue;
             }
             // `dx (+)= g[:, r0..r0 + n] · w`.
@@ -411,21 +411,21 @@ mod tests {
     }
 
     #[test]
-    fn amx_tiles_agree_with_f32_within_bf16_rounding() {
+    fn bf16_products_agree_with_f32_within_bf16_rounding() {
         let dev = Device::Cpu;
         let (rows, inp) = (45, 512);
         let out = TILE_BYTES / (4 * inp) + 37;
         let w = Tensor::randn(0f32, 1.0, (out, inp), &dev).unwrap();
         let q = QTensor::quantize(&w, GgmlDType::Q4K).unwrap();
-        if !amx::available() {
-            let err = Quantized::new(&q, &dev).unwrap().on_amx().err().unwrap();
-            assert!(err.to_string().contains("AMX"), "{err}");
-            eprintln!("no AMX on this CPU: only the refusal is checked here");
+        if !bf16_matmul::available() {
+            let err = Quantized::new(&q, &dev).unwrap().in_bf16().err().unwrap();
+            assert!(err.to_string().contains("AVX-512 BF16"), "{err}");
+            eprintln!("no bf16 dot products on this CPU: only the refusal is checked here");
             return;
         }
         let (exact, tiled) = (
             Quantized::new(&q, &dev).unwrap(),
-            Quantized::new(&q, &dev).unwrap().on_amx().unwrap(),
+            Quantized::new(&q, &dev).unwrap().in_bf16().unwrap(),
         );
         let x: Vec<f32> = Tensor::randn(0f32, 1.0, rows * inp, &dev)
             .unwrap()

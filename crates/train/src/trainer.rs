@@ -46,7 +46,7 @@ pub struct TrainConfig {
     pub recompute_above: usize,
     /// Where the model is loaded and trained ([`Model::load_on`]).
     pub device: DeviceChoice,
-    /// On a CPU with AMX, hold the frozen weights as bf16 tiles and
+    /// On a CPU with AMX or AVX-512 BF16, hold the frozen weights as bf16 tiles and
     /// multiply in bf16 with f32 sums ([`Model::load_for_training`]): the
     /// numerics of a GPU run, several times the speed of f32. Off: f32
     /// everywhere on the CPU.
@@ -55,7 +55,7 @@ pub struct TrainConfig {
     /// GGUF's block formats, expanded a tile at a time inside each product
     /// ([`crate::model::Held::Quantized`]): the model costs its file's size
     /// in memory instead of four bytes per parameter; with `cpu_bf16` on a
-    /// CPU with AMX, each expanded tile is multiplied there.
+    /// CPU with AMX or AVX-512 BF16, each expanded tile is multiplied in bf16.
     pub quantized: bool,
     /// Keep each adapted feed-forward block's gate and up projections in
     /// bf16 for the backward pass ([`crate::feed_forward::Saved::Bf16`]):

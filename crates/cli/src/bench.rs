@@ -53,6 +53,10 @@ pub enum BenchCommand {
         lengths: Vec<usize>,
         #[arg(long)]
         threads: Option<usize>,
+        /// Measured steps of each, after one warm-up; the medians are
+        /// compared.
+        #[arg(long, default_value_t = 3)]
+        steps: usize,
         /// Python used for the reference (a venv with torch, transformers,
         /// peft and gguf is made under the home folder if needed).
         #[arg(long, default_value = "python3")]
@@ -60,8 +64,9 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// One measured LoRA step in this process: tokens/s, peak RSS and the
-    /// frozen weights' bytes, as JSON (also used by `bench train`).
+    /// Measured LoRA steps in this process: tokens/s of the median step,
+    /// peak RSS and the frozen weights' bytes, as JSON (also used by `bench
+    /// train`).
     TrainStep {
         #[arg(long)]
         model: PathBuf,
@@ -71,9 +76,13 @@ pub enum BenchCommand {
         /// sequence).
         #[arg(long, default_value_t = 1)]
         warmup: usize,
+        /// Measured steps; the median step is reported (one step on a
+        /// shared machine can take twice another's time).
+        #[arg(long, default_value_t = 1)]
+        steps: usize,
         /// How the frozen weights are held: quantized (the night's default:
-        /// block formats, products in bf16 on AMX where the CPU has it),
-        /// quantized-f32 (products in f32), f32, or bf16 (AMX tiles).
+        /// block formats, products in bf16 where the CPU has AMX or AVX-512
+        /// BF16), quantized-f32 (products in f32), f32, or bf16 (bf16 tiles).
         #[arg(long, default_value = "quantized")]
         weights: String,
         /// Whether the step keeps its whole graph for the backward pass or
@@ -204,18 +213,28 @@ pub fn run(home: &Home, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             model,
             lengths,
             threads,
+            steps,
             python,
             json,
-        } => crate::bench_train::train(home, model, lengths, threads, &python, json),
+        } => crate::bench_train::train(home, model, lengths, (threads, steps), &python, json),
         BenchCommand::TrainStep {
             model,
             len,
             warmup,
+            steps,
             weights,
             graph,
             saved,
             device,
-        } => crate::bench_train::train_step(&model, len, warmup, &weights, &graph, &saved, device),
+        } => crate::bench_train::train_step(
+            &model,
+            len,
+            (warmup, steps),
+            &weights,
+            &graph,
+            &saved,
+            device,
+        ),
         BenchCommand::Export { model, runs, json } => {
             crate::bench_train::export(home, model, runs, json)
         }

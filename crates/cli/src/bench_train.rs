@@ -28,12 +28,13 @@ fn peak_rss() -> u64 {
     u.ru_maxrss as u64 * 1024
 }
 
-/// `warmup` unmeasured and one measured LoRA step on `len` tokens, with the
-/// frozen weights held as `weights` says; prints JSON.
+/// `warmup` unmeasured and `steps` measured LoRA steps on `len` tokens, with
+/// the frozen weights held as `weights` says; prints JSON for the median
+/// step (each op's time is the mean over the measured steps).
 pub fn train_step(
     model: &Path,
     len: usize,
-    warmup: usize,
+    (warmup, steps): (usize, usize),
     weights: &str,
     graph: &str,
     saved: &str,
@@ -60,9 +61,12 @@ pub fn train_step(
         "f32" => false,
         other => bail!("unknown saved format {other:?}; choose bf16 or f32"),
     };
+    if steps == 0 {
+        bail!("--steps must be at least 1");
+    }
     let cfg = TrainConfig {
         batch_size: 1,
-        epochs: warmup + 1,
+        epochs: warmup + steps,
         checkpoint_every: 0,
         cpu_bf16,
         quantized,
@@ -100,21 +104,28 @@ pub fn train_step(
         t.train_step()?;
     }
     reverie_train::timing::take();
-    let t0 = Instant::now();
-    t.train_step()?;
-    let dt = t0.elapsed().as_secs_f64();
-    // Where the measured step went, with REVERIE_OP_TIMES set.
+    let mut times = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let t0 = Instant::now();
+        t.train_step()?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let dt = sorted[steps / 2];
+    // Where a measured step went, with REVERIE_OP_TIMES set.
     let ops: serde_json::Map<String, serde_json::Value> = reverie_train::timing::take()
         .into_iter()
         .map(|(name, calls, s)| {
             (
                 name.to_string(),
-                serde_json::json!({"calls": calls, "seconds": s}),
+                serde_json::json!({"calls": calls as f64 / steps as f64, "seconds": s / steps as f64}),
             )
         })
         .collect();
     output::json(&serde_json::json!({
-        "tokens_per_s": len as f64 / dt, "seconds": dt, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+        "tokens_per_s": len as f64 / dt, "seconds": dt, "step_seconds": times, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+        "bf16_kernel": reverie_train::bf16_matmul::kernel().filter(|_| m.tiled()).map(|k| k.as_str()),
         "weights": m.held().as_str(), "frozen_bytes": m.frozen_bytes(), "tokens": len,
         "keeps_graph": keeps_graph,
         "bf16_saved": bf16_saved,
@@ -181,7 +192,7 @@ pub fn train(
     home: &Home,
     model: Option<PathBuf>,
     lengths: Vec<usize>,
-    threads: Option<usize>,
+    (threads, steps): (Option<usize>, usize),
     python: &str,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -198,7 +209,8 @@ pub fn train(
         let ours_step = |extra: &[&str]| {
             run_json(
                 Command::new(&me)
-                    .args(["bench", "train-step", "--len", &len.to_string(), "--model"])
+                    .args(["bench", "train-step", "--len", &len.to_string()])
+                    .args(["--steps", &steps.to_string(), "--model"])
                     .arg(&model)
                     .args(extra)
                     .env("RAYON_NUM_THREADS", threads.to_string()),
@@ -209,6 +221,7 @@ pub fn train(
                 Command::new(&py)
                     .arg(PEFT_SCRIPT)
                     .args(["--len", &len.to_string(), "--threads", &threads.to_string()])
+                    .args(["--steps", &steps.to_string()])
                     .args(["--dtype", dtype, "--gguf"])
                     .arg(&model),
             )

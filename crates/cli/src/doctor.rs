@@ -69,7 +69,10 @@ fn training(home: &Home, model: &Path) -> Result<String, (String, String)> {
         )
     })?;
     let device = match cfg.train.device.open() {
-        Ok(d) if d.is_cpu() => "the CPU".to_string(),
+        Ok(d) if d.is_cpu() => match reverie_train::bf16_matmul::kernel() {
+            Some(k) if cfg.train.cpu_bf16 => format!("the CPU (products in bf16, {})", k.as_str()),
+            _ => "the CPU (products in f32)".to_string(),
+        },
         Ok(_) => format!("the GPU ({})", cfg.train.device),
         Err(e) => {
             return Err((
@@ -100,7 +103,7 @@ fn training(home: &Home, model: &Path) -> Result<String, (String, String)> {
         grouped.join(","),
     );
     match reverie_train::memory::available() {
-        Some(free) if device == "the CPU" && worst.total() > free => Err((
+        Some(free) if device.starts_with("the CPU") && worst.total() > free => Err((
             format!("{detail}, but only {} is available", output::bytes(free)),
             "lower `max_train_tokens` in night.json, close other programs, or train on a GPU"
                 .into(),

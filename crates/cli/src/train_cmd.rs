@@ -199,7 +199,8 @@ pub struct LogprobsArgs {
     #[arg(long, default_value = "auto")]
     device: DeviceChoice,
     /// With `--engine train`: the frozen weights as bf16 tiles, as a
-    /// training run holds them on a CPU with AMX (f32 otherwise).
+    /// training run multiplies them on a CPU with AMX or AVX-512 BF16 (f32
+    /// otherwise).
     #[arg(long)]
     bf16: bool,
     #[arg(long)]

@@ -208,6 +208,21 @@ fn bad_model_files_get_clear_errors() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("choose auto, keep or recompute"));
+    let out = reverie(
+        home,
+        &[
+            "bench",
+            "train-step",
+            "--model",
+            "/tmp/x.gguf",
+            "--len",
+            "8",
+            "--steps",
+            "0",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--steps must be at least 1"));
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
     let out = reverie(

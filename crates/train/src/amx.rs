@@ -149,7 +149,6 @@ pub(crate) unsafe fn block(
     );
 }
 
-
 /// The tile state, configured for [`block`] on this thread until dropped.
 pub(crate) struct Tiles(());
 

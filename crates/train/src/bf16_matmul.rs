@@ -354,7 +354,11 @@ mod tests {
     #[test]
     fn every_kernel_matches_a_bf16_reference_in_both_layouts_ragged_sizes_and_sums() {
         let kernels = kernels();
-        assert_eq!(kernel(), kernels.first().copied(), "AMX first, then AVX-512");
+        assert_eq!(
+            kernel(),
+            kernels.first().copied(),
+            "AMX first, then AVX-512"
+        );
         if kernels.is_empty() {
             eprintln!("no bf16 dot products on this CPU: the kernels are not exercised here");
             return;
@@ -375,13 +379,19 @@ mod tests {
                     let mut got = vec![f32::NAN; m * n];
                     matmul_on(kernel, &mut got, n, &rounded, &packed, false);
                     let err = max_diff(&got, &want);
-                    assert!(err < 1e-3 * k as f32, "{kernel:?} {m}×{n}×{k} {layout}: error {err}");
+                    assert!(
+                        err < 1e-3 * k as f32,
+                        "{kernel:?} {m}×{n}×{k} {layout}: error {err}"
+                    );
                     // Added to what the destination holds.
                     let mut sum = vec![1.5f32; m * n];
                     matmul_on(kernel, &mut sum, n, &rounded, &packed, true);
                     let want_sum: Vec<f32> = want.iter().map(|w| w + 1.5).collect();
                     let err = max_diff(&sum, &want_sum);
-                    assert!(err < 1e-3 * k as f32, "{kernel:?} {m}×{n}×{k} {layout} added: {err}");
+                    assert!(
+                        err < 1e-3 * k as f32,
+                        "{kernel:?} {m}×{n}×{k} {layout} added: {err}"
+                    );
                 };
                 check(Packed::transposed(&w, n, k), "transposed");
                 // The same product through the plain layout of Wᵀ [k, n].
@@ -392,6 +402,9 @@ mod tests {
     }
 
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
     }
 }

@@ -454,7 +454,10 @@ fn bf16_tiles_score_within_rounding_of_f32_and_still_learn() {
     let exact = Model::load(&path).unwrap();
     assert!(!exact.tiled(), "a plain load keeps f32");
     if !reverie_train::bf16_matmul::available() {
-        assert!(!tiled.tiled(), "without bf16 dot products a training run keeps f32");
+        assert!(
+            !tiled.tiled(),
+            "without bf16 dot products a training run keeps f32"
+        );
         eprintln!("no bf16 dot products on this CPU: only the fallback is checked here");
         return;
     }

@@ -94,15 +94,20 @@ pub struct Packed {
 impl Packed {
     /// `B = Wᵀ` for `W [n, k]` row-major: the forward pass of a projection
     /// whose weight is stored as GGUF stores it (`x · Wᵀ`). Each of `W`'s
-    /// rows is one column of `B`, read once, front to back.
+    /// rows is one column of `B`.
     pub fn transposed(w: &[f32], n: usize, k: usize) -> Packed {
         assert_eq!(w.len(), n * k, "weight of {n} × {k}");
-        Packed::filled(k, n, |group, c0, width, steps| {
-            for j in 0..width {
-                for (kk, &v) in w[(c0 + j) * k..(c0 + j + 1) * k].iter().enumerate() {
-                    group[at(kk, j, steps)] = bf16(v);
-                }
+        Packed::filled(k, n, |group, c0, width| {
+            // The group's rows rounded front to back (a loop that
+            // vectorizes), then laid out pair by pair.
+            let mut rows = vec![0u16; width * k];
+            for (dst, src) in rows
+                .chunks_exact_mut(k.max(1))
+                .zip(w[c0 * k..].chunks(k.max(1)))
+            {
+                round_into(dst, src);
             }
+            fill_pairs(group, k, width, |j, kk| rows[j * k + kk]);
         })
     }
 
@@ -111,18 +116,35 @@ impl Packed {
     /// of `W`'s rows.
     pub fn plain(w: &[f32], k: usize, n: usize) -> Packed {
         assert_eq!(w.len(), k * n, "weight of {k} × {n}");
-        Packed::filled(k, n, |group, c0, width, steps| {
-            for kk in 0..k {
-                for (j, &v) in w[kk * n + c0..kk * n + c0 + width].iter().enumerate() {
-                    group[at(kk, j, steps)] = bf16(v);
+        Packed::filled(k, n, |group, c0, width| {
+            if width < 16 {
+                let value = |j: usize, kk: usize| bf16(w[kk * n + c0 + j]);
+                return fill_pairs(group, k, width, value);
+            }
+            // A whole group: two rows' 16 values rounded and interleaved at
+            // a time, in loops of known length that vectorize.
+            let row =
+                |kk: usize| -> &[f32; 16] { w[kk * n + c0..][..16].try_into().expect("16 values") };
+            for (p, out) in group.chunks_exact_mut(32).take(k / 2).enumerate() {
+                let (even, odd) = (row(2 * p), row(2 * p + 1));
+                for j in 0..16 {
+                    out[2 * j] = bf16(even[j]);
+                    out[2 * j + 1] = bf16(odd[j]);
+                }
+            }
+            if k % 2 == 1 {
+                let last = row(k - 1);
+                let out = &mut group[(k / 2) * 32..];
+                for j in 0..16 {
+                    out[2 * j] = bf16(last[j]);
                 }
             }
         })
     }
 
     /// `B [k, n]` padded to whole tiles, each group of 16 columns filled by
-    /// `fill(group, first column, columns, steps)` on the thread pool.
-    fn filled(k: usize, n: usize, fill: impl Fn(&mut [u16], usize, usize, usize) + Sync) -> Packed {
+    /// `fill(group, first column, columns)` on the thread pool.
+    fn filled(k: usize, n: usize, fill: impl Fn(&mut [u16], usize, usize) + Sync) -> Packed {
         let kp = padded(k);
         let np = n.div_ceil(BLOCK) * BLOCK;
         let steps = kp / K_STEP;
@@ -132,7 +154,7 @@ impl Packed {
             .for_each(|(g, group)| {
                 let c0 = g * 16;
                 if c0 < n {
-                    fill(group, c0, 16.min(n - c0), steps);
+                    fill(group, c0, 16.min(n - c0));
                 }
             });
         Packed { data, k, n, kp, np }
@@ -149,13 +171,35 @@ impl Packed {
     }
 }
 
-/// Where `B[kk][column j of a group]` lies in the group's packed tiles:
-/// tile `kk / 32`, row `(kk % 32) / 2` of 16 pairs, pair `j`, half `kk % 2`.
+/// `src` rounded to bf16 into `dst`.
 #[inline(always)]
-fn at(kk: usize, j: usize, steps: usize) -> usize {
-    debug_assert!(kk < steps * K_STEP && j < 16);
-    let q = kk % K_STEP;
-    (kk / K_STEP) * TILE + (q / 2) * 32 + 2 * j + (q % 2)
+fn round_into(dst: &mut [u16], src: &[f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = bf16(*s);
+    }
+}
+
+/// Writes one group of 16 columns of `B`, already rounded (`value(j, kk)`
+/// is `B[kk][c0 + j]` for the group's first column `c0`, `j < width`), in
+/// its packed order: the pair `kk = 2p, 2p + 1` of column `j` at
+/// `32 p + 2 j`, so the output is written front to back, one 64-byte row
+/// of a tile per pair (within a tile of 32 `k` values, row `(kk % 32) / 2`;
+/// tiles follow one another). Padding stays as it is (zero).
+#[inline(always)]
+fn fill_pairs(group: &mut [u16], k: usize, width: usize, value: impl Fn(usize, usize) -> u16) {
+    let full = k / 2;
+    for (p, out) in group.chunks_exact_mut(32).take(full).enumerate() {
+        for j in 0..width {
+            out[2 * j] = value(j, 2 * p);
+            out[2 * j + 1] = value(j, 2 * p + 1);
+        }
+    }
+    if k % 2 == 1 {
+        let out = &mut group[full * 32..];
+        for j in 0..width {
+            out[2 * j] = value(j, k - 1);
+        }
+    }
 }
 
 /// A pointer handed to the worker threads, each of which writes only its

@@ -224,9 +224,16 @@ impl Quantized {
         for i in 0..self.tiles.len() {
             let (r0, n) = self.span(i);
             let w = &mut w[..n * inp];
-            self.expand_tile(i, w)?;
+            {
+                let _t = crate::timing::span("quant.expand");
+                self.expand_tile(i, w)?;
+            }
             if let Some(a) = &rounded {
-                let b = Packed::transposed(w, n, inp);
+                let b = {
+                    let _t = crate::timing::span("quant.pack");
+                    Packed::transposed(w, n, inp)
+                };
+                let _t = crate::timing::span("quant.kernel");
                 bf16_matmul::matmul_rounded(&mut y[r0..], out, a, &b, false);
                 continue;
             }
@@ -259,11 +266,21 @@ impl Quantized {
         for i in 0..self.tiles.len() {
             let (r0, n) = self.span(i);
             let w = &mut w[..n * inp];
-            self.expand_tile(i, w)?;
+            {
+                let _t = crate::timing::span("quant.expand");
+                self.expand_tile(i, w)?;
+            }
             let add = i > 0;
             if self.bf16 {
-                let a = Rounded::new(&g[r0..], rows, n, out);
-                bf16_matmul::matmul_rounded(dx, inp, &a, &Packed::plain(w, n, inp), add);
+                let (a, b) = {
+                    let _t = crate::timing::span("quant.pack");
+                    (
+                        Rounded::new(&g[r0..], rows, n, out),
+                        Packed::plain(w, n, inp),
+                    )
+                };
+                let _t = crate::timing::span("quant.kernel");
+                bf16_matmul::matmul_rounded(dx, inp, &a, &b, add);
                 continue;
             }
             // `dx (+)= g[:, r0..r0 + n] · w`.

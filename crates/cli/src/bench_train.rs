@@ -104,11 +104,12 @@ pub fn train_step(
         t.train_step()?;
     }
     reverie_train::timing::take();
-    let mut times = Vec::with_capacity(steps);
+    let (mut times, mut losses) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
     for _ in 0..steps {
         let t0 = Instant::now();
-        t.train_step()?;
+        let report = t.train_step()?;
         times.push(t0.elapsed().as_secs_f64());
+        losses.push(report.loss.total);
     }
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
@@ -124,7 +125,7 @@ pub fn train_step(
         })
         .collect();
     output::json(&serde_json::json!({
-        "tokens_per_s": len as f64 / dt, "seconds": dt, "step_seconds": times, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
+        "tokens_per_s": len as f64 / dt, "seconds": dt, "step_seconds": times, "losses": losses, "peak_rss": peak_rss(), "bf16_tiles": m.tiled(),
         "bf16_kernel": reverie_train::bf16_matmul::kernel().filter(|_| m.tiled()).map(|k| k.as_str()),
         "weights": m.held().as_str(), "frozen_bytes": m.frozen_bytes(), "tokens": len,
         "keeps_graph": keeps_graph,

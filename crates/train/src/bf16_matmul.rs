@@ -21,9 +21,9 @@ use rayon::prelude::*;
 use crate::{amx, dpbf16};
 
 /// Rows and columns of `C` one kernel call computes.
-pub(crate) const BLOCK: usize = 32;
+const BLOCK: usize = 32;
 /// `k` values one tile step consumes (16 rows × 64 bytes of bf16 pairs).
-pub(crate) const K_STEP: usize = 32;
+const K_STEP: usize = 32;
 /// bf16 values in one packed `B` tile: 16 pairs of `k` × 16 columns.
 const TILE: usize = 512;
 

@@ -193,36 +193,27 @@ fn bad_model_files_get_clear_errors() {
     let out = reverie(home, &["bench", "export", "--runs", "0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runs must be at least 1"));
-    let out = reverie(
-        home,
-        &[
+    for (flag, value, says) in [
+        ("--graph", "sideways", "choose auto, keep or recompute"),
+        ("--steps", "0", "--steps must be at least 1"),
+    ] {
+        let args = [
             "bench",
             "train-step",
             "--model",
             "/tmp/x.gguf",
             "--len",
             "8",
-            "--graph",
-            "sideways",
-        ],
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("choose auto, keep or recompute"));
-    let out = reverie(
-        home,
-        &[
-            "bench",
-            "train-step",
-            "--model",
-            "/tmp/x.gguf",
-            "--len",
-            "8",
-            "--steps",
-            "0",
-        ],
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--steps must be at least 1"));
+            flag,
+            value,
+        ];
+        let out = reverie(home, &args);
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{flag} {value}"
+        );
+    }
     let out = reverie(home, &["model", "fetch", "no-such-model"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverie model list"));
     let out = reverie(

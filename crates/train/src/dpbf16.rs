@@ -50,17 +50,17 @@ pub(crate) unsafe fn block(
     // 16 accumulators: 24 (12 rows) measured no faster.
     let b = (b0, b1, steps * 16);
     for r0 in (0..32).step_by(ROWS) {
-        rows::<ROWS>(a.add(r0 * lda), lda, b, c.add(r0 * ldc), ldc, add);
+        rows(a.add(r0 * lda), lda, b, c.add(r0 * ldc), ldc, add);
     }
 }
 
-/// `R` rows of [`block`]: `b` is the two column groups' tiles and the
+/// [`ROWS`] rows of [`block`]: `b` is the two column groups' tiles and the
 /// number of `k` pairs they hold. A packed tile is 16 rows of one `k` pair
 /// for 16 columns, so the pairs of a group follow one another, 32 bf16 (one
 /// vector) apart.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn rows<const R: usize>(
+unsafe fn rows(
     a: *const u16,
     lda: usize,
     (b0, b1, pairs): (*const u16, *const u16, usize),
@@ -68,7 +68,7 @@ unsafe fn rows<const R: usize>(
     ldc: usize,
     add: bool,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
     if add {
         for (r, acc) in acc.iter_mut().enumerate() {
             acc[0] = _mm512_loadu_ps(c.add(r * ldc));

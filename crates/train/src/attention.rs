@@ -11,6 +11,7 @@
 //! block's probabilities from it (the flash-attention scheme), so memory
 //! grows with `t`, not `t²`. Grouped-query heads read their shared key/value
 //! head directly, and sliding-window layers skip keys outside the window.
+//! Where the frozen products run in bf16, so do attention's ([`bf16`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +21,8 @@ use rayon::prelude::*;
 
 use crate::cpu::{self, f32_slice, gradients_of, with_f32s};
 use crate::portable;
+
+mod bf16;
 
 /// Queries per block: scores for one block against `t` keys take
 /// `BLOCK · t` floats per thread.
@@ -31,29 +34,32 @@ const PORTABLE_BLOCK: usize = 512;
 /// `softmax(scale · q kᵀ + causal mask) v` for `q [t, heads, d]` and
 /// `k, v [t, kv_heads, d]`; query head `h` reads key/value head
 /// `h / (heads / kv_heads)`. With `window = Some(w)`, query `i` sees keys
-/// `i - w < j <= i`. Returns `[t, heads, d]`.
+/// `i - w < j <= i`. Returns `[t, heads, d]`. With `in_bf16`, on a CPU
+/// with AVX-512 BF16 and a head size that is a multiple of 32, the products
+/// take bf16 operands (sums stay f32); elsewhere they stay f32.
 pub fn attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     window: Option<usize>,
     scale: f64,
+    in_bf16: bool,
 ) -> Result<Tensor> {
     let block = if portable::wanted(q) {
         PORTABLE_BLOCK
     } else {
         BLOCK
     };
-    attention_in_blocks(q, k, v, window, scale, block)
+    attention_in_blocks(q, k, v, (window, scale), block, in_bf16)
 }
 
 fn attention_in_blocks(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    window: Option<usize>,
-    scale: f64,
+    (window, scale): (Option<usize>, f64),
     block: usize,
+    in_bf16: bool,
 ) -> Result<Tensor> {
     let (t, heads, d) = q.dims3()?;
     let (tk, kv_heads, dk) = k.dims3()?;
@@ -78,6 +84,7 @@ fn attention_in_blocks(
             scale: scale as f32,
             block: block.max(1),
         },
+        in_bf16: in_bf16 && bf16::usable(d),
         lse: Mutex::new(Vec::new()),
     };
     q.contiguous()?
@@ -150,6 +157,30 @@ impl Dims {
     }
 }
 
+/// A score row turned into probabilities over the keys `[a, b)` it sees
+/// (zero elsewhere); returns its log-sum-exp.
+fn normalize(row: &mut [f32], (a, b): (usize, usize)) -> f32 {
+    let max = cpu::max(&row[a..b]);
+    let inv = 1.0 / cpu::exp_in_place(&mut row[a..b], max);
+    row[a..b].iter_mut().for_each(|x| *x *= inv);
+    row[..a].fill(0.0);
+    row[b..].fill(0.0);
+    max - inv.ln()
+}
+
+/// A score row's probabilities again, from the forward pass's log-sum-exp.
+fn recompute(row: &mut [f32], (a, b): (usize, usize), lse: f32) {
+    cpu::exp_in_place(&mut row[a..b], lse);
+    row[..a].fill(0.0);
+    row[b..].fill(0.0);
+}
+
+/// One head's output `[t, d]` and log-sum-exp `[t]`.
+type Output = (Vec<f32>, Vec<f32>);
+
+/// One head's `[dq, dk, dv]`, each `[t, d]`.
+type Gradients = [Vec<f32>; 3];
+
 /// `dst[m, d] (+)= beta · a[m, n] · x[rows, d]`, where `x` is key/value head
 /// `g`'s rows `lo..lo+n` (or, with `transpose_a`, `a` is read as `[n, m]`
 /// and `x` is head `h` of the query-shaped tensor at rows `lo..lo+n`).
@@ -202,9 +233,27 @@ fn mul_rows(
 
 /// Forward pass: the output `[t, heads, d]` and each row's log-sum-exp
 /// `[heads, t]`.
-fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>) {
+fn forward(dims: &Dims, in_bf16: bool, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let per_head = if in_bf16 {
+        bf16::forward(dims, q, k, v)
+    } else {
+        forward_f32(dims, q, k, v)
+    };
     let Dims { t, heads, d, .. } = *dims;
-    let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..heads)
+    let mut out = vec![0f32; t * heads * d];
+    let mut lse = Vec::with_capacity(heads * t);
+    for (h, (o, l)) in per_head.into_iter().enumerate() {
+        for i in 0..t {
+            out[(i * heads + h) * d..][..d].copy_from_slice(&o[i * d..][..d]);
+        }
+        lse.extend(l);
+    }
+    (out, lse)
+}
+
+fn forward_f32(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Output> {
+    let Dims { t, heads, d, .. } = *dims;
+    (0..heads)
         .into_par_iter()
         .map(|h| {
             let g = dims.kv_head(h);
@@ -216,14 +265,7 @@ fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>)
                 dims.scores(&mut s, q, k, h, (b0, m, lo));
                 for r in 0..m {
                     let i = b0 + r;
-                    let row = &mut s[r * n..(r + 1) * n];
-                    let (a, b) = dims.seen(i, lo);
-                    let max = cpu::max(&row[a..b]);
-                    let inv = 1.0 / cpu::exp_in_place(&mut row[a..b], max);
-                    row[a..b].iter_mut().for_each(|x| *x *= inv);
-                    row[..a].fill(0.0);
-                    row[b..].fill(0.0);
-                    lse[i] = max - inv.ln();
+                    lse[i] = normalize(&mut s[r * n..(r + 1) * n], dims.seen(i, lo));
                 }
                 let kv_stride = dims.kv_heads * d;
                 mul_rows(
@@ -241,23 +283,15 @@ fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>)
             }
             (out, lse)
         })
-        .collect();
-    let mut out = vec![0f32; t * heads * d];
-    let mut lse = Vec::with_capacity(heads * t);
-    for (h, (o, l)) in per_head.into_iter().enumerate() {
-        for i in 0..t {
-            out[(i * heads + h) * d..][..d].copy_from_slice(&o[i * d..][..d]);
-        }
-        lse.extend(l);
-    }
-    (out, lse)
+        .collect()
 }
 
 /// Gradients `(dq, dk, dv)` from the inputs, the output `o`, its gradient
 /// `dout` and the forward pass's log-sum-exp.
 fn backward(
     dims: &Dims,
-    (q, k, v): (&[f32], &[f32], &[f32]),
+    in_bf16: bool,
+    qkv: (&[f32], &[f32], &[f32]),
     o: &[f32],
     dout: &[f32],
     lse: &[f32],
@@ -269,9 +303,57 @@ fn backward(
         d,
         ..
     } = *dims;
+    // D_i = dO_i · O_i, the softmax backward's row term, per head.
+    let delta: Vec<Vec<f32>> = (0..heads)
+        .into_par_iter()
+        .map(|h| {
+            (0..t)
+                .map(|i| {
+                    let at = (i * heads + h) * d;
+                    (0..d).map(|c| dout[at + c] * o[at + c]).sum()
+                })
+                .collect()
+        })
+        .collect();
+    let per_head = if in_bf16 {
+        bf16::backward(dims, qkv, dout, lse, &delta)
+    } else {
+        backward_f32(dims, qkv, dout, lse, &delta)
+    };
+    let mut dq = vec![0f32; t * heads * d];
+    let mut dk = vec![0f32; t * kv_heads * d];
+    let mut dv = vec![0f32; t * kv_heads * d];
+    for (h, [gq, gk, gv]) in per_head.into_iter().enumerate() {
+        let g = dims.kv_head(h);
+        for i in 0..t {
+            dq[(i * heads + h) * d..][..d].copy_from_slice(&gq[i * d..][..d]);
+            let at = (i * kv_heads + g) * d;
+            for c in 0..d {
+                dk[at + c] += gk[i * d + c];
+                dv[at + c] += gv[i * d + c];
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+fn backward_f32(
+    dims: &Dims,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    dout: &[f32],
+    lse: &[f32],
+    delta: &[Vec<f32>],
+) -> Vec<Gradients> {
+    let Dims {
+        t,
+        heads,
+        kv_heads,
+        d,
+        ..
+    } = *dims;
     let q_stride = heads * d;
     let kv_stride = kv_heads * d;
-    let per_head: Vec<[Vec<f32>; 3]> = (0..heads)
+    (0..heads)
         .into_par_iter()
         .map(|h| {
             let g = dims.kv_head(h);
@@ -279,23 +361,13 @@ fn backward(
                 (vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]);
             let cap = dims.block.min(t) * t;
             let (mut p, mut dp) = (vec![0f32; cap], vec![0f32; cap]);
-            // D_i = dO_i · O_i, the softmax backward's row term.
-            let delta: Vec<f32> = (0..t)
-                .map(|i| {
-                    let at = (i * heads + h) * d;
-                    (0..d).map(|c| dout[at + c] * o[at + c]).sum()
-                })
-                .collect();
+            let delta = &delta[h];
             for (b0, b1, lo) in dims.blocks() {
                 let (m, n) = (b1 - b0, b1 - lo);
                 dims.scores(&mut p, q, k, h, (b0, m, lo));
                 for r in 0..m {
                     let i = b0 + r;
-                    let row = &mut p[r * n..(r + 1) * n];
-                    let (a, b) = dims.seen(i, lo);
-                    cpu::exp_in_place(&mut row[a..b], lse[h * t + i]);
-                    row[..a].fill(0.0);
-                    row[b..].fill(0.0);
+                    recompute(&mut p[r * n..(r + 1) * n], dims.seen(i, lo), lse[h * t + i]);
                 }
                 // dP = dO · Vᵀ: the scores routine with dO as queries, V as keys.
                 let unscaled = Dims {
@@ -353,26 +425,13 @@ fn backward(
             }
             [dq, dk, dv]
         })
-        .collect();
-    let mut dq = vec![0f32; t * heads * d];
-    let mut dk = vec![0f32; t * kv_heads * d];
-    let mut dv = vec![0f32; t * kv_heads * d];
-    for (h, [gq, gk, gv]) in per_head.into_iter().enumerate() {
-        let g = dims.kv_head(h);
-        for i in 0..t {
-            dq[(i * heads + h) * d..][..d].copy_from_slice(&gq[i * d..][..d]);
-            let at = (i * kv_heads + g) * d;
-            for c in 0..d {
-                dk[at + c] += gk[i * d + c];
-                dv[at + c] += gv[i * d + c];
-            }
-        }
-    }
-    (dq, dk, dv)
+        .collect()
 }
 
 struct Attention {
     dims: Dims,
+    /// Products in bf16 ([`bf16`]).
+    in_bf16: bool,
     /// The forward pass's per-row log-sum-exp, for the backward pass.
     lse: Mutex<Vec<f32>>,
 }
@@ -398,7 +457,7 @@ impl CustomOp3 for Attention {
             f32_slice(s2, l2, op)?,
             f32_slice(s3, l3, op)?,
         );
-        let (out, lse) = forward(&self.dims, q, k, v);
+        let (out, lse) = forward(&self.dims, self.in_bf16, q, k, v);
         *self.lse.lock().expect("attention lse lock") = lse;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
@@ -422,9 +481,10 @@ impl CustomOp3 for Attention {
                 let lse = if lse.len() == self.dims.heads * self.dims.t {
                     lse
                 } else {
-                    forward(&self.dims, qv, kv, vv).1
+                    forward(&self.dims, self.in_bf16, qv, kv, vv).1
                 };
-                Ok(backward(&self.dims, (qv, kv, vv), res, grad_res, &lse))
+                let qkv = (qv, kv, vv);
+                Ok(backward(&self.dims, self.in_bf16, qkv, res, grad_res, &lse))
             },
         )?;
         gradients_of([q, k, v], (dq, dk, dv))
@@ -474,7 +534,7 @@ mod tests {
                 let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
                 let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
                 let scale = 1.0 / (d as f64).sqrt();
-                let ours = attention_in_blocks(&q, &k, &v, window, scale, block).unwrap();
+                let ours = attention_in_blocks(&q, &k, &v, (window, scale), block, false).unwrap();
                 let theirs = reference(&q, &k, &v, window);
                 assert!(
                     max_abs_diff(&ours, &theirs) < 1e-5,
@@ -491,12 +551,59 @@ mod tests {
         }
     }
 
+    /// The largest difference relative to the largest value of `b`.
+    fn relative_diff(a: &Tensor, b: &Tensor) -> f32 {
+        let scale = b
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        max_abs_diff(a, b) / scale.max(1e-6)
+    }
+
+    #[test]
+    fn bf16_products_agree_with_f32_within_bf16_rounding() {
+        if !bf16::usable(64) {
+            eprintln!("no AVX-512 BF16 here: attention keeps f32 products");
+            return;
+        }
+        let dev = Device::Cpu;
+        // Several blocks, a ragged last one, a window that starts keys
+        // mid-block, and grouped-query heads.
+        let (t, heads, kv_heads, d) = (301, 4, 2, 64);
+        for window in [None, Some(45)] {
+            for block in [32, 128] {
+                let q = Var::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                let k = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                let scale = 1.0 / (d as f64).sqrt();
+                let run = |in_bf16| {
+                    attention_in_blocks(&q, &k, &v, (window, scale), block, in_bf16).unwrap()
+                };
+                let (ours, theirs) = (run(true), run(false));
+                let diff = relative_diff(&ours, &theirs);
+                assert!(diff < 1e-2, "forward differs by {diff}, {window:?}/{block}");
+                let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
+                for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+                    let (a, b) = (g1.get(x).unwrap(), g2.get(x).unwrap());
+                    let diff = relative_diff(a, b);
+                    assert!(diff < 2e-2, "d{name} differs by {diff}, {window:?}/{block}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn mismatched_shapes_are_refused() {
         let dev = Device::Cpu;
         let q = Tensor::zeros((4, 3, 8), candle_core::DType::F32, &dev).unwrap();
         let k = Tensor::zeros((4, 2, 8), candle_core::DType::F32, &dev).unwrap();
-        let err = attention(&q, &k, &k, None, 1.0).unwrap_err().to_string();
+        let err = attention(&q, &k, &k, None, 1.0, false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("do not fit"), "{err}");
     }
 }

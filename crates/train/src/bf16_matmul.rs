@@ -117,28 +117,7 @@ impl Packed {
     pub fn plain(w: &[f32], k: usize, n: usize) -> Packed {
         assert_eq!(w.len(), k * n, "weight of {k} × {n}");
         Packed::filled(k, n, |group, c0, width| {
-            if width < 16 {
-                let value = |j: usize, kk: usize| bf16(w[kk * n + c0 + j]);
-                return fill_pairs(group, k, width, value);
-            }
-            // A whole group: two rows' 16 values rounded and interleaved at
-            // a time, in loops of known length that vectorize.
-            let row =
-                |kk: usize| -> &[f32; 16] { w[kk * n + c0..][..16].try_into().expect("16 values") };
-            for (p, out) in group.chunks_exact_mut(32).take(k / 2).enumerate() {
-                let (even, odd) = (row(2 * p), row(2 * p + 1));
-                for j in 0..16 {
-                    out[2 * j] = bf16(even[j]);
-                    out[2 * j + 1] = bf16(odd[j]);
-                }
-            }
-            if k % 2 == 1 {
-                let last = row(k - 1);
-                let out = &mut group[(k / 2) * 32..];
-                for j in 0..16 {
-                    out[2 * j] = bf16(last[j]);
-                }
-            }
+            plain_group(group, w, k, n, c0, width)
         })
     }
 
@@ -169,11 +148,62 @@ impl Packed {
     pub fn bytes(&self) -> usize {
         self.data.len() * 2
     }
+
+    /// The packed values: the group of 16 columns `g` starts at
+    /// `g · group_len()`, and its `k` pair `p` 32 values after that per pair.
+    pub(crate) fn data(&self) -> &[u16] {
+        &self.data
+    }
+
+    /// Values one group of 16 columns holds.
+    pub(crate) fn group_len(&self) -> usize {
+        self.kp * 16
+    }
+}
+
+/// `W [k, n]` row-major packed into `dst` as [`Packed::plain`] lays it out,
+/// on the calling thread, for operands rebuilt many times over (attention's
+/// probabilities): `k` a multiple of 32 and `n` of 16, so no padding is
+/// left to clear.
+pub(crate) fn plain_into(dst: &mut [u16], w: &[f32], k: usize, n: usize) {
+    assert!(
+        k % K_STEP == 0 && n % 16 == 0 && w.len() >= k * n && dst.len() >= k * n,
+        "packing {k} × {n}"
+    );
+    for (g, group) in dst.chunks_exact_mut(k * 16).take(n / 16).enumerate() {
+        plain_group(group, w, k, n, g * 16, 16);
+    }
+}
+
+/// One group of 16 columns of `B = W` for `W [k, n]` row-major, from column
+/// `c0` (`width` of them), in [`Packed`]'s order.
+fn plain_group(group: &mut [u16], w: &[f32], k: usize, n: usize, c0: usize, width: usize) {
+    if width < 16 {
+        let value = |j: usize, kk: usize| bf16(w[kk * n + c0 + j]);
+        return fill_pairs(group, k, width, value);
+    }
+    // A whole group: two rows' 16 values rounded and interleaved at
+    // a time, in loops of known length that vectorize.
+    let row = |kk: usize| -> &[f32; 16] { w[kk * n + c0..][..16].try_into().expect("16 values") };
+    for (p, out) in group.chunks_exact_mut(32).take(k / 2).enumerate() {
+        let (even, odd) = (row(2 * p), row(2 * p + 1));
+        for j in 0..16 {
+            out[2 * j] = bf16(even[j]);
+            out[2 * j + 1] = bf16(odd[j]);
+        }
+    }
+    if k % 2 == 1 {
+        let last = row(k - 1);
+        let out = &mut group[(k / 2) * 32..];
+        for j in 0..16 {
+            out[2 * j] = bf16(last[j]);
+        }
+    }
 }
 
 /// `src` rounded to bf16 into `dst`.
 #[inline(always)]
-fn round_into(dst: &mut [u16], src: &[f32]) {
+pub(crate) fn round_into(dst: &mut [u16], src: &[f32]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = bf16(*s);
     }

@@ -11,9 +11,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Rows of `C` a full pass of [`block`] holds in registers.
-#[cfg(target_arch = "x86_64")]
-const ROWS: usize = 8;
+/// Rows of `C` a full pass of [`block`] (one call of [`rows`]) holds in
+/// registers.
+pub(crate) const ROWS: usize = 8;
 
 /// Whether the CPU has AVX-512 BF16.
 pub(crate) fn available() -> bool {
@@ -54,13 +54,17 @@ pub(crate) unsafe fn block(
     }
 }
 
-/// [`ROWS`] rows of [`block`]: `b` is the two column groups' tiles and the
-/// number of `k` pairs they hold. A packed tile is 16 rows of one `k` pair
-/// for 16 columns, so the pairs of a group follow one another, 32 bf16 (one
-/// vector) apart.
+/// `C [8, 32] (+)= A [8, 2·pairs] · B` ([`ROWS`] rows of [`block`]): `b`
+/// is the two column groups' tiles and the number of `k` pairs they hold.
+/// A packed tile is 16 rows of one `k` pair for 16 columns, so the pairs of
+/// a group follow one another, 32 bf16 (one vector) apart.
+///
+/// # Safety
+/// Only where [`available`], with `a` valid for 8 rows of `2 · pairs` bf16
+/// `lda` apart, each group for `pairs` vectors, `c` for 8 rows of 32 floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn rows(
+pub(crate) unsafe fn rows(
     a: *const u16,
     lda: usize,
     (b0, b1, pairs): (*const u16, *const u16, usize),
@@ -103,6 +107,22 @@ pub(crate) unsafe fn block(
     _: *const u16,
     _: *const u16,
     _: usize,
+    _: *mut f32,
+    _: usize,
+    _: bool,
+) {
+    unreachable!("AVX-512 BF16 exists only on x86-64")
+}
+
+/// Never called: [`available`] is false off x86-64.
+///
+/// # Safety
+/// None needed; it panics.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn rows(
+    _: *const u16,
+    _: usize,
+    _: (*const u16, *const u16, usize),
     _: *mut f32,
     _: usize,
     _: bool,

@@ -451,7 +451,8 @@ impl Model {
         let q = fused::rope(&q, c, s, hp.interleaved_rope())?;
         let k = fused::rope(&k, c, s, hp.interleaved_rope())?;
         let window = if swa { hp.sliding_window } else { None };
-        let attn = attention(&q, &k, &v, window, scale)?.reshape((t, hp.n_head * hp.head_dim))?;
+        let attn = attention(&q, &k, &v, window, scale, self.tiled())?
+            .reshape((t, hp.n_head * hp.head_dim))?;
         let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
         if let Some(n) = &l.post_attn_norm {
             o = fused::rms_norm(&o, n, hp.eps)?;

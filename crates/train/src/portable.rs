@@ -438,7 +438,7 @@ mod tests {
                 let k = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
                 let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
                 let ours = attention(&q, &k, &v, window, scale, block).unwrap();
-                let theirs = crate::attention::attention(&q, &k, &v, window, scale).unwrap();
+                let theirs = crate::attention::attention(&q, &k, &v, window, scale, false).unwrap();
                 assert!(
                     max_abs_diff(&ours, &theirs) < 1e-5,
                     "forward, {window:?}/{block}"

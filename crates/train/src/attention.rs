@@ -11,8 +11,11 @@
 //! block's probabilities from it (the flash-attention scheme), so memory
 //! grows with `t`, not `t²`. Grouped-query heads read their shared key/value
 //! head directly, and sliding-window layers skip keys outside the window.
-//! Where the frozen products run in bf16, so do attention's ([`bf16`]).
+//! Where the frozen products run in bf16, so do attention's ([`bf16`]). A
+//! layer recomputed for its backward pass takes its attention output from
+//! the first pass ([`Memo`]) instead of computing it again.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -45,12 +48,32 @@ pub fn attention(
     scale: f64,
     in_bf16: bool,
 ) -> Result<Tensor> {
+    attention_remembered(q, k, v, (window, scale), in_bf16, None)
+}
+
+/// [`attention`], remembering its result in `memo` under `layer` on the
+/// CPU: the first call with given inputs computes and keeps it, the next
+/// call with the same inputs takes it back.
+pub fn attention_remembered(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    (window, scale): (Option<usize>, f64),
+    in_bf16: bool,
+    memo: Option<(&Arc<Memo>, usize)>,
+) -> Result<Tensor> {
     let block = if portable::wanted(q) {
         PORTABLE_BLOCK
     } else {
         BLOCK
     };
-    attention_in_blocks(q, k, v, (window, scale), block, in_bf16)
+    let products = if in_bf16 {
+        bf16::kernel(q.dim(2)?)
+    } else {
+        None
+    };
+    let memo = memo.map(|(m, layer)| (Arc::clone(m), layer));
+    attention_in_blocks(q, k, v, (window, scale), block, products, memo)
 }
 
 fn attention_in_blocks(
@@ -59,7 +82,8 @@ fn attention_in_blocks(
     v: &Tensor,
     (window, scale): (Option<usize>, f64),
     block: usize,
-    in_bf16: bool,
+    products: Option<bf16::Rows>,
+    memo: Option<(Arc<Memo>, usize)>,
 ) -> Result<Tensor> {
     let (t, heads, d) = q.dims3()?;
     let (tk, kv_heads, dk) = k.dims3()?;
@@ -84,7 +108,8 @@ fn attention_in_blocks(
             scale: scale as f32,
             block: block.max(1),
         },
-        in_bf16: in_bf16 && bf16::usable(d),
+        bf16: products,
+        memo,
         lse: Mutex::new(Vec::new()),
     };
     q.contiguous()?
@@ -233,11 +258,14 @@ fn mul_rows(
 
 /// Forward pass: the output `[t, heads, d]` and each row's log-sum-exp
 /// `[heads, t]`.
-fn forward(dims: &Dims, in_bf16: bool, q: &[f32], k: &[f32], v: &[f32]) -> (Vec<f32>, Vec<f32>) {
-    let per_head = if in_bf16 {
-        bf16::forward(dims, q, k, v)
-    } else {
-        forward_f32(dims, q, k, v)
+fn forward(
+    dims: &Dims,
+    products: Option<bf16::Rows>,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+) -> (Vec<f32>, Vec<f32>) {
+    let per_head = match products {
+        Some(rows) => bf16::forward(rows, dims, q, k, v),
+        None => forward_f32(dims, q, k, v),
     };
     let Dims { t, heads, d, .. } = *dims;
     let mut out = vec![0f32; t * heads * d];
@@ -290,7 +318,7 @@ fn forward_f32(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Output> {
 /// `dout` and the forward pass's log-sum-exp.
 fn backward(
     dims: &Dims,
-    in_bf16: bool,
+    products: Option<bf16::Rows>,
     qkv: (&[f32], &[f32], &[f32]),
     o: &[f32],
     dout: &[f32],
@@ -315,10 +343,9 @@ fn backward(
                 .collect()
         })
         .collect();
-    let per_head = if in_bf16 {
-        bf16::backward(dims, qkv, dout, lse, &delta)
-    } else {
-        backward_f32(dims, qkv, dout, lse, &delta)
+    let per_head = match products {
+        Some(rows) => bf16::backward(rows, dims, qkv, dout, lse, &delta),
+        None => backward_f32(dims, qkv, dout, lse, &delta),
     };
     let mut dq = vec![0f32; t * heads * d];
     let mut dk = vec![0f32; t * kv_heads * d];
@@ -428,10 +455,120 @@ fn backward_f32(
         .collect()
 }
 
+/// Attention results kept from a forward pass for the pass that recomputes
+/// it: a layer recomputed for its backward pass
+/// ([`crate::TrainConfig::recompute`]) takes its output and log-sum-exp
+/// from here, which saves half of attention's forward work. Each result is
+/// keyed by its layer and a fingerprint of its inputs, so different inputs
+/// are computed, never served stale; a result is given back once. With
+/// `bf16`, outputs are kept in bf16 (like the feed-forward block's saved
+/// projections): the recomputed layer's backward pass then reads the
+/// rounded output.
+pub struct Memo {
+    bf16: bool,
+    kept: Mutex<HashMap<usize, Kept>>,
+}
+
+struct Kept {
+    inputs: u64,
+    out: Held,
+    lse: Vec<f32>,
+}
+
+enum Held {
+    F32(Vec<f32>),
+    Bf16(Vec<u16>),
+}
+
+impl Memo {
+    pub fn new(bf16: bool) -> Arc<Memo> {
+        Arc::new(Memo {
+            bf16,
+            kept: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Bytes the kept results hold.
+    pub fn bytes(&self) -> usize {
+        let kept = self.kept.lock().expect("attention memo lock");
+        kept.values()
+            .map(|k| {
+                let out = match &k.out {
+                    Held::F32(v) => v.len() * 4,
+                    Held::Bf16(v) => v.len() * 2,
+                };
+                out + k.lse.len() * 4
+            })
+            .sum()
+    }
+
+    fn keep(&self, layer: usize, inputs: u64, out: &[f32], lse: &[f32]) {
+        let out = if self.bf16 {
+            let mut rounded = vec![0u16; out.len()];
+            crate::bf16_matmul::round_into(&mut rounded, out);
+            Held::Bf16(rounded)
+        } else {
+            Held::F32(out.to_vec())
+        };
+        let kept = Kept {
+            inputs,
+            out,
+            lse: lse.to_vec(),
+        };
+        self.kept
+            .lock()
+            .expect("attention memo lock")
+            .insert(layer, kept);
+    }
+
+    fn take(&self, layer: usize, inputs: u64) -> Option<(Vec<f32>, Vec<f32>)> {
+        let mut kept = self.kept.lock().expect("attention memo lock");
+        if kept.get(&layer)?.inputs != inputs {
+            return None;
+        }
+        let Kept { out, lse, .. } = kept.remove(&layer)?;
+        let out = match out {
+            Held::F32(v) => v,
+            Held::Bf16(v) => v
+                .iter()
+                .map(|&b| f32::from_bits((b as u32) << 16))
+                .collect(),
+        };
+        Some((out, lse))
+    }
+}
+
+/// A hash of the inputs' bits and lengths, in 32-bit lanes that
+/// vectorize: equal inputs give equal fingerprints, and a changed value
+/// almost surely changes it (each lane chains its values in order).
+fn fingerprint(xs: [&[f32]; 3]) -> u64 {
+    const LANES: usize = 16;
+    let mut h = [0u32; LANES];
+    for x in xs {
+        let chunks = x.chunks_exact(LANES);
+        let tail = chunks.remainder();
+        for c in chunks {
+            for l in 0..LANES {
+                h[l] = (h[l].rotate_left(5) ^ c[l].to_bits()).wrapping_mul(0x9E37_79B1);
+            }
+        }
+        for (l, v) in tail.iter().enumerate() {
+            h[l] = (h[l].rotate_left(5) ^ v.to_bits()).wrapping_mul(0x85EB_CA77);
+        }
+        h[0] ^= x.len() as u32;
+    }
+    h.iter().fold(0u64, |a, &b| {
+        (a.rotate_left(23) ^ b as u64).wrapping_mul(0xFF51_AFD7_ED55_8CCD)
+    })
+}
+
 struct Attention {
     dims: Dims,
-    /// Products in bf16 ([`bf16`]).
-    in_bf16: bool,
+    /// The kernel of bf16 products ([`bf16`]), if they are wanted and the
+    /// CPU has one; f32 otherwise.
+    bf16: Option<bf16::Rows>,
+    /// Where the result is remembered, and under which layer.
+    memo: Option<(Arc<Memo>, usize)>,
     /// The forward pass's per-row log-sum-exp, for the backward pass.
     lse: Mutex<Vec<f32>>,
 }
@@ -457,7 +594,20 @@ impl CustomOp3 for Attention {
             f32_slice(s2, l2, op)?,
             f32_slice(s3, l3, op)?,
         );
-        let (out, lse) = forward(&self.dims, self.in_bf16, q, k, v);
+        let key = self
+            .memo
+            .as_ref()
+            .map(|(memo, layer)| (memo, *layer, fingerprint([q, k, v])));
+        if let Some((memo, layer, inputs)) = key {
+            if let Some((out, lse)) = memo.take(layer, inputs) {
+                *self.lse.lock().expect("attention lse lock") = lse;
+                return Ok((CpuStorage::F32(out), l1.shape().clone()));
+            }
+        }
+        let (out, lse) = forward(&self.dims, self.bf16, (q, k, v));
+        if let Some((memo, layer, inputs)) = key {
+            memo.keep(layer, inputs, &out, &lse);
+        }
         *self.lse.lock().expect("attention lse lock") = lse;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
@@ -478,13 +628,13 @@ impl CustomOp3 for Attention {
             [q, k, v, res, grad_res],
             self.name(),
             |[qv, kv, vv, res, grad_res]| {
+                let qkv = (qv, kv, vv);
                 let lse = if lse.len() == self.dims.heads * self.dims.t {
                     lse
                 } else {
-                    forward(&self.dims, self.in_bf16, qv, kv, vv).1
+                    forward(&self.dims, self.bf16, qkv).1
                 };
-                let qkv = (qv, kv, vv);
-                Ok(backward(&self.dims, self.in_bf16, qkv, res, grad_res, &lse))
+                Ok(backward(&self.dims, self.bf16, qkv, res, grad_res, &lse))
             },
         )?;
         gradients_of([q, k, v], (dq, dk, dv))
@@ -534,7 +684,8 @@ mod tests {
                 let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
                 let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
                 let scale = 1.0 / (d as f64).sqrt();
-                let ours = attention_in_blocks(&q, &k, &v, (window, scale), block, false).unwrap();
+                let ours =
+                    attention_in_blocks(&q, &k, &v, (window, scale), block, None, None).unwrap();
                 let theirs = reference(&q, &k, &v, window);
                 assert!(
                     max_abs_diff(&ours, &theirs) < 1e-5,
@@ -563,36 +714,86 @@ mod tests {
         max_abs_diff(a, b) / scale.max(1e-6)
     }
 
+    /// Every bf16 kernel: the scalar reference (which checks the pass's
+    /// layouts and blocks on any CPU) and the CPU's own, where it has one.
+    fn bf16_kernels() -> Vec<(&'static str, bf16::Rows)> {
+        let mut kernels = vec![("reference", crate::dpbf16::rows_reference as bf16::Rows)];
+        match bf16::kernel(64) {
+            Some(rows) => kernels.push(("avx512-bf16", rows)),
+            None => eprintln!("no AVX-512 BF16 here: only the reference kernel runs"),
+        }
+        kernels
+    }
+
     #[test]
     fn bf16_products_agree_with_f32_within_bf16_rounding() {
-        if !bf16::usable(64) {
-            eprintln!("no AVX-512 BF16 here: attention keeps f32 products");
-            return;
-        }
         let dev = Device::Cpu;
         // Several blocks, a ragged last one, a window that starts keys
         // mid-block, and grouped-query heads.
         let (t, heads, kv_heads, d) = (301, 4, 2, 64);
-        for window in [None, Some(45)] {
-            for block in [32, 128] {
-                let q = Var::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
-                let k = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
-                let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
-                let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
-                let scale = 1.0 / (d as f64).sqrt();
-                let run = |in_bf16| {
-                    attention_in_blocks(&q, &k, &v, (window, scale), block, in_bf16).unwrap()
-                };
-                let (ours, theirs) = (run(true), run(false));
-                let diff = relative_diff(&ours, &theirs);
-                assert!(diff < 1e-2, "forward differs by {diff}, {window:?}/{block}");
-                let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
-                for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
-                    let (a, b) = (g1.get(x).unwrap(), g2.get(x).unwrap());
-                    let diff = relative_diff(a, b);
-                    assert!(diff < 2e-2, "d{name} differs by {diff}, {window:?}/{block}");
+        for (kernel, rows) in bf16_kernels() {
+            for window in [None, Some(45)] {
+                for block in [32, 128] {
+                    let q = Var::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                    let k = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                    let v = Var::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap();
+                    let up = Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap();
+                    let scale = 1.0 / (d as f64).sqrt();
+                    let run = |products| {
+                        attention_in_blocks(&q, &k, &v, (window, scale), block, products, None)
+                            .unwrap()
+                    };
+                    let (ours, theirs) = (run(Some(rows)), run(None));
+                    let at = format!("{kernel}, window {window:?}, block {block}");
+                    let diff = relative_diff(&ours, &theirs);
+                    assert!(diff < 1e-2, "forward differs by {diff} ({at})");
+                    let (g1, g2) = (pull_back(&ours, &up), pull_back(&theirs, &up));
+                    for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+                        let (a, b) = (g1.get(x).unwrap(), g2.get(x).unwrap());
+                        let diff = relative_diff(a, b);
+                        assert!(diff < 2e-2, "d{name} differs by {diff} ({at})");
+                    }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_remembered_result_is_given_back_once_and_only_for_the_same_inputs() {
+        let dev = Device::Cpu;
+        let (t, heads, kv_heads, d) = (40, 4, 2, 32);
+        let x = |s: f32| {
+            let (q, k, v) = (
+                Tensor::randn(0f32, 1.0, (t, heads, d), &dev).unwrap(),
+                Tensor::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap(),
+                Tensor::randn(0f32, 1.0, (t, kv_heads, d), &dev).unwrap(),
+            );
+            ((q * s as f64).unwrap(), k, v)
+        };
+        let spec = (Some(9), 0.2);
+        for bf16 in [false, true] {
+            let memo = Memo::new(bf16);
+            let run = |(q, k, v): &(Tensor, Tensor, Tensor), layer| {
+                attention_remembered(q, k, v, spec, false, Some((&memo, layer))).unwrap()
+            };
+            let fresh = |(q, k, v): &(Tensor, Tensor, Tensor)| {
+                attention_remembered(q, k, v, spec, false, None).unwrap()
+            };
+            let (a, b) = (x(1.0), x(2.0));
+            let first = run(&a, 0);
+            assert!(
+                memo.bytes() >= t * heads * d * 2,
+                "the first call keeps its result"
+            );
+            // Other inputs under the same layer are computed, not served.
+            assert_eq!(max_abs_diff(&run(&b, 0), &fresh(&b)), 0.0);
+            let again = run(&b, 0);
+            assert_eq!(memo.bytes(), 0, "a kept result is given back once");
+            let gap = max_abs_diff(&again, &first);
+            assert!(gap > 0.0, "b's result is not a's");
+            let gap = relative_diff(&again, &fresh(&b));
+            let bound = if bf16 { 4e-3 } else { 0.0 };
+            assert!(gap <= bound, "kept in bf16 {bf16}: differs by {gap}");
         }
     }
 

@@ -114,6 +114,38 @@ pub(crate) unsafe fn block(
     unreachable!("AVX-512 BF16 exists only on x86-64")
 }
 
+/// [`rows`] in plain Rust on any CPU: each pair's two products of bf16
+/// values added to the f32 sum, as `vdpbf16ps` does. For tests of the
+/// layouts the kernel reads.
+///
+/// # Safety
+/// The pointers as for [`rows`].
+#[cfg(test)]
+pub(crate) unsafe fn rows_reference(
+    a: *const u16,
+    lda: usize,
+    (b0, b1, pairs): (*const u16, *const u16, usize),
+    c: *mut f32,
+    ldc: usize,
+    add: bool,
+) {
+    let f = |x: u16| f32::from_bits((x as u32) << 16);
+    for r in 0..ROWS {
+        for (g, b) in [b0, b1].into_iter().enumerate() {
+            for j in 0..16 {
+                let out = c.add(r * ldc + 16 * g + j);
+                let mut sum = if add { *out } else { 0.0 };
+                for p in 0..pairs {
+                    let (x0, x1) = (*a.add(r * lda + 2 * p), *a.add(r * lda + 2 * p + 1));
+                    let (y0, y1) = (*b.add(p * 32 + 2 * j), *b.add(p * 32 + 2 * j + 1));
+                    sum += f(x0) * f(y0) + f(x1) * f(y1);
+                }
+                *out = sum;
+            }
+        }
+    }
+}
+
 /// Never called: [`available`] is false off x86-64.
 ///
 /// # Safety

@@ -121,7 +121,12 @@ pub fn step_memory(
         // time, its projections kept in f32 (measured: 8.0 GB for 24,576
         // tokens of the default model before the feed-forward op, 2.8 GB
         // for 8,192 with it).
+        // Each layer's attention output is kept for its second pass
+        // ([`crate::attention::Memo`]), in bf16 with `bf16_saved`.
+        let kept = if cfg.bf16_saved { 2 } else { 4 };
+        let memo = t * hp.n_layer as u64 * (hp.n_head * hp.head_dim) as u64 * kept;
         t * hp.n_layer as u64 * width(hp.n_embd)
+            + memo
             + 2 * graph_bytes_keeping(&hp, cfg, tokens, false) / hp.n_layer as u64
             + head
     };

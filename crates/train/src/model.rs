@@ -9,7 +9,7 @@ use std::sync::Arc;
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Tensor};
 
-use crate::attention::attention;
+use crate::attention::{attention_remembered, Memo};
 use crate::error::TrainError;
 use crate::feed_forward::{feed_forward, Saved};
 use crate::frozen::FrozenMatmul;
@@ -411,11 +411,13 @@ impl Model {
         pos: &Positions,
         lora: Option<&Lora>,
     ) -> candle_core::Result<Tensor> {
-        self.layer_keeping(il, h, pos, lora, self.saved)
+        self.layer_keeping(il, h, pos, lora, self.saved, None)
     }
 
     /// [`Model::layer`], with the feed-forward block keeping its gate and
-    /// up projections for the backward pass as `saved` says.
+    /// up projections for the backward pass as `saved` says, and attention
+    /// remembering its result in `memo` for a second pass over the same
+    /// input.
     pub fn layer_keeping(
         &self,
         il: usize,
@@ -423,6 +425,7 @@ impl Model {
         pos: &Positions,
         lora: Option<&Lora>,
         saved: Saved,
+        memo: Option<&Arc<Memo>>,
     ) -> candle_core::Result<Tensor> {
         let hp = &self.hp;
         let l = &self.layers[il];
@@ -451,7 +454,8 @@ impl Model {
         let q = fused::rope(&q, c, s, hp.interleaved_rope())?;
         let k = fused::rope(&k, c, s, hp.interleaved_rope())?;
         let window = if swa { hp.sliding_window } else { None };
-        let attn = attention(&q, &k, &v, window, scale, self.tiled())?
+        let memo = memo.map(|m| (m, il));
+        let attn = attention_remembered(&q, &k, &v, (window, scale), self.tiled(), memo)?
             .reshape((t, hp.n_head * hp.head_dim))?;
         let mut o = self.linear(&attn, &l.o, None, &name("attn_output"), lora)?;
         if let Some(n) = &l.post_attn_norm {

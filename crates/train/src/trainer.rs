@@ -63,7 +63,9 @@ pub struct TrainConfig {
     /// rounding (tested against f32 in `feed_forward`). On by default: it
     /// takes a 2,048-token step of the default model from 4.84 to 3.96 GB
     /// at the same speed. A step that recomputes each layer keeps f32,
-    /// since one layer's graph at a time gains nothing from it.
+    /// since one layer's graph at a time gains nothing from it; there it
+    /// keeps each layer's attention output in bf16 for the second pass
+    /// instead ([`crate::attention::Memo`]).
     pub bf16_saved: bool,
 }
 
@@ -257,11 +259,14 @@ impl<'m> Trainer<'m> {
         // One layer's graph at a time: bf16 copies of its projections would
         // only add to the peak, so they stay f32.
         let keep = Saved::F32;
+        // The recomputed layers take attention's output from the first
+        // pass: half of its forward work, for the output's size per layer.
+        let memo = crate::attention::Memo::new(self.cfg.bf16_saved);
         let pos = model.positions(seq.ids.len())?;
         let mut inputs = vec![model.embed(&seq.ids)?];
         for il in 0..model.n_layer() {
             let out = model
-                .layer_keeping(il, &inputs[il], &pos, Some(&self.lora), keep)?
+                .layer_keeping(il, &inputs[il], &pos, Some(&self.lora), keep, Some(&memo))?
                 .detach();
             inputs.push(out);
         }
@@ -276,9 +281,10 @@ impl<'m> Trainer<'m> {
             None => return Ok((terms, vec![None; named.len()])),
         };
         let mut out: Vec<Option<Tensor>> = vec![None; named.len()];
+        let lora = Some(&self.lora);
         for il in (0..model.n_layer()).rev() {
             let x = Var::from_tensor(&inputs[il])?;
-            let y = model.layer_keeping(il, x.as_tensor(), &pos, Some(&self.lora), keep)?;
+            let y = model.layer_keeping(il, x.as_tensor(), &pos, lora, keep, Some(&memo))?;
             let grads = (y * &upstream)?.sum_all()?.backward()?;
             let prefix = format!("blk.{il}.");
             for (slot, (name, v)) in out.iter_mut().zip(&named) {
@@ -293,6 +299,9 @@ impl<'m> Trainer<'m> {
                     .unwrap_or(upstream.zeros_like()?);
             }
         }
+        // Every kept result was taken back: the recomputed layers saw
+        // exactly the first pass's attention inputs.
+        debug_assert_eq!(memo.bytes(), 0, "attention results left unclaimed");
         Ok((terms, out))
     }
 

@@ -348,30 +348,38 @@ fn per_layer_recomputation_gives_the_same_gradients() {
         plain_cfg.recompute = false;
         let plain = Trainer::new(&m, vec![s.clone()], plain_cfg).unwrap();
         randomize_b(&plain);
-        let recompute = Trainer::new(&m, vec![s.clone()], small_cfg(1e-3, 1)).unwrap();
-        for ((_, a), (_, b)) in plain
-            .lora
-            .named_vars()
-            .iter()
-            .zip(recompute.lora.named_vars())
-        {
-            b.set(a.as_tensor()).unwrap();
-        }
         let lag = m
             .token_logprobs(&s.ids, None, 5)
             .unwrap()
             .to_vec1::<f32>()
             .unwrap();
         let (t1, g1) = plain.sequence_gradients(&s, &lag, 1.0).unwrap();
-        let (t2, g2) = recompute.sequence_gradients(&s, &lag, 1.0).unwrap();
-        assert_eq!(t1, t2);
-        for ((name, _), (a, b)) in plain.lora.named_vars().iter().zip(g1.iter().zip(&g2)) {
-            let (diff, scale) = gradient_gap(a.as_ref().unwrap(), b.as_ref().unwrap());
-            assert!(
-                diff <= 1e-4 * scale.max(1e-6),
-                "{}: {name} differs by {diff} (scale {scale})",
-                arch.as_str()
-            );
+        // The recomputed layers take attention's output from the first
+        // pass: exactly in f32, within rounding when it is kept in bf16.
+        for (bf16_saved, tolerance) in [(false, 1e-4), (true, 2e-2)] {
+            let cfg = TrainConfig {
+                bf16_saved,
+                ..small_cfg(1e-3, 1)
+            };
+            let recompute = Trainer::new(&m, vec![s.clone()], cfg).unwrap();
+            for ((_, a), (_, b)) in plain
+                .lora
+                .named_vars()
+                .iter()
+                .zip(recompute.lora.named_vars())
+            {
+                b.set(a.as_tensor()).unwrap();
+            }
+            let (t2, g2) = recompute.sequence_gradients(&s, &lag, 1.0).unwrap();
+            assert_eq!(t1, t2);
+            for ((name, _), (a, b)) in plain.lora.named_vars().iter().zip(g1.iter().zip(&g2)) {
+                let (diff, scale) = gradient_gap(a.as_ref().unwrap(), b.as_ref().unwrap());
+                assert!(
+                    diff <= tolerance * scale.max(1e-6),
+                    "{}, bf16 {bf16_saved}: {name} differs by {diff} (scale {scale})",
+                    arch.as_str()
+                );
+            }
         }
     }
 }

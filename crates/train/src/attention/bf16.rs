@@ -27,9 +27,13 @@ const K_PAIRS: usize = 256;
 /// columns (a multiple of its 8 rows).
 const ALIGN: usize = 32;
 
-/// Whether this pass can run here for heads of size `d`.
-pub(super) fn usable(d: usize) -> bool {
-    dpbf16::available() && d % ALIGN == 0
+/// A kernel computing `C [8, 32] (+)= A · B` as [`dpbf16::rows`] does.
+pub(super) type Rows =
+    unsafe fn(*const u16, usize, (*const u16, *const u16, usize), *mut f32, usize, bool);
+
+/// The kernel this pass runs for heads of size `d`, where the CPU has one.
+pub(super) fn kernel(d: usize) -> Option<Rows> {
+    (dpbf16::available() && d % ALIGN == 0).then_some(dpbf16::rows as Rows)
 }
 
 /// A packed right operand, from a column group and a `k` pair on.
@@ -66,6 +70,7 @@ impl<'a> Right<'a> {
 /// `c`'s `ldc` apart; `m` a multiple of 8 and `n` of 32.
 #[allow(clippy::too_many_arguments)]
 fn mul(
+    rows: Rows,
     a: &[u16],
     lda: usize,
     m: usize,
@@ -90,11 +95,11 @@ fn mul(
             let g = b.first_group + c0 / 16;
             let at = |g: usize| b.data[g * b.group_len + (b.first_pair + p0) * 32..].as_ptr();
             for r0 in (0..m).step_by(dpbf16::ROWS) {
-                // SAFETY: the CPU has AVX-512 BF16 (`usable`), and the
+                // SAFETY: the kernel runs on this CPU (`kernel`), and the
                 // asserts above bound every row, pair and column read or
                 // written.
                 unsafe {
-                    dpbf16::rows(
+                    rows(
                         a[r0 * lda + 2 * p0..].as_ptr(),
                         lda,
                         (at(g), at(g + 1), len),
@@ -188,7 +193,7 @@ impl Grid {
 }
 
 /// Forward pass: as [`super::forward`].
-pub(super) fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Output> {
+pub(super) fn forward(rows: Rows, dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Output> {
     let grid = Grid::new(dims);
     let Grid { mb, tp, t32, .. } = grid;
     let Dims { t, heads, d, .. } = *dims;
@@ -210,6 +215,7 @@ pub(super) fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Outpu
             for (b0, b1, lo, np) in grid.blocks() {
                 let s = &mut s[..mb * np];
                 mul(
+                    rows,
                     &qr[b0 * d..],
                     d,
                     mb,
@@ -227,7 +233,18 @@ pub(super) fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Outpu
                 s[(b1 - b0) * np..].fill(0.0);
                 round_into(&mut p16[..mb * np], s);
                 let right = Right::of(vp, 0, lo / 2);
-                mul(&p16, np, mb, right, np / 2, d, &mut out[b0 * d..], d, false);
+                mul(
+                    rows,
+                    &p16,
+                    np,
+                    mb,
+                    right,
+                    np / 2,
+                    d,
+                    &mut out[b0 * d..],
+                    d,
+                    false,
+                );
             }
             out.truncate(t * d);
             (out, lse)
@@ -238,6 +255,7 @@ pub(super) fn forward(dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Outpu
 /// Backward pass: as [`super::backward`], with each head's `dO` in `dout`
 /// and the row terms `D_i = dO_i · O_i` computed by the caller.
 pub(super) fn backward(
+    rows: Rows,
     dims: &Dims,
     (q, k, v): (&[f32], &[f32], &[f32]),
     dout: &[f32],
@@ -270,6 +288,7 @@ pub(super) fn backward(
                 let m = b1 - b0;
                 let (p, dp) = (&mut p[..mb * np], &mut dp[..mb * np]);
                 mul(
+                    rows,
                     &qr[b0 * d..],
                     d,
                     mb,
@@ -287,6 +306,7 @@ pub(super) fn backward(
                 p[m * np..].fill(0.0);
                 // dP = dO · vᵀ
                 mul(
+                    rows,
                     &dor[b0 * d..],
                     d,
                     mb,
@@ -301,6 +321,7 @@ pub(super) fn backward(
                 plain_into(&mut packed, p, mb, np);
                 let right = Right::block(&packed, mb);
                 mul(
+                    rows,
                     &dot[b0..],
                     tp,
                     d,
@@ -322,11 +343,23 @@ pub(super) fn backward(
                 // dq[b0..b1] = dS · k
                 round_into(&mut p16[..mb * np], p);
                 let right = Right::of(kp, 0, lo / 2);
-                mul(&p16, np, mb, right, np / 2, d, &mut dq[b0 * d..], d, false);
+                mul(
+                    rows,
+                    &p16,
+                    np,
+                    mb,
+                    right,
+                    np / 2,
+                    d,
+                    &mut dq[b0 * d..],
+                    d,
+                    false,
+                );
                 // dkᵀ[:, lo..] += qᵀ[:, b0..b1] · dS
                 plain_into(&mut packed, p, mb, np);
                 let right = Right::block(&packed, mb);
                 mul(
+                    rows,
                     &qt[b0..],
                     tp,
                     d,
@@ -339,7 +372,7 @@ pub(super) fn backward(
                 );
             }
             dq.truncate(t * d);
-            let rows = |x: &[f32]| {
+            let untransposed = |x: &[f32]| {
                 let mut out = vec![0f32; t * d];
                 for (i, row) in out.chunks_exact_mut(d).enumerate() {
                     for (c, o) in row.iter_mut().enumerate() {
@@ -348,7 +381,7 @@ pub(super) fn backward(
                 }
                 out
             };
-            [dq, rows(&dkt), rows(&dvt)]
+            [dq, untransposed(&dkt), untransposed(&dvt)]
         })
         .collect()
 }

@@ -463,9 +463,11 @@ fn backward_f32(
 /// are computed, never served stale; a result is given back once. With
 /// `bf16`, outputs are kept in bf16 (like the feed-forward block's saved
 /// projections): the recomputed layer's backward pass then reads the
-/// rounded output.
+/// rounded output. Results that would take the memo past its budget are
+/// not kept, and are computed again instead.
 pub struct Memo {
     bf16: bool,
+    budget: usize,
     kept: Mutex<HashMap<usize, Kept>>,
 }
 
@@ -475,15 +477,27 @@ struct Kept {
     lse: Vec<f32>,
 }
 
+impl Kept {
+    fn bytes(&self) -> usize {
+        let out = match &self.out {
+            Held::F32(v) => v.len() * 4,
+            Held::Bf16(v) => v.len() * 2,
+        };
+        out + self.lse.len() * 4
+    }
+}
+
 enum Held {
     F32(Vec<f32>),
     Bf16(Vec<u16>),
 }
 
 impl Memo {
-    pub fn new(bf16: bool) -> Arc<Memo> {
+    /// A memo that holds at most `budget` bytes.
+    pub fn new(bf16: bool, budget: usize) -> Arc<Memo> {
         Arc::new(Memo {
             bf16,
+            budget,
             kept: Mutex::new(HashMap::new()),
         })
     }
@@ -491,18 +505,20 @@ impl Memo {
     /// Bytes the kept results hold.
     pub fn bytes(&self) -> usize {
         let kept = self.kept.lock().expect("attention memo lock");
-        kept.values()
-            .map(|k| {
-                let out = match &k.out {
-                    Held::F32(v) => v.len() * 4,
-                    Held::Bf16(v) => v.len() * 2,
-                };
-                out + k.lse.len() * 4
-            })
-            .sum()
+        kept.values().map(Kept::bytes).sum()
     }
 
     fn keep(&self, layer: usize, inputs: u64, out: &[f32], lse: &[f32]) {
+        let width = if self.bf16 { 2 } else { 4 };
+        let size = out.len() * width + lse.len() * 4;
+        // A result this layer kept before is stale: other inputs came.
+        self.kept
+            .lock()
+            .expect("attention memo lock")
+            .remove(&layer);
+        if self.bytes() + size > self.budget {
+            return;
+        }
         let out = if self.bf16 {
             let mut rounded = vec![0u16; out.len()];
             crate::bf16_matmul::round_into(&mut rounded, out);
@@ -772,7 +788,7 @@ mod tests {
         };
         let spec = (Some(9), 0.2);
         for bf16 in [false, true] {
-            let memo = Memo::new(bf16);
+            let memo = Memo::new(bf16, usize::MAX);
             let run = |(q, k, v): &(Tensor, Tensor, Tensor), layer| {
                 attention_remembered(q, k, v, spec, false, Some((&memo, layer))).unwrap()
             };
@@ -795,6 +811,13 @@ mod tests {
             let bound = if bf16 { 4e-3 } else { 0.0 };
             assert!(gap <= bound, "kept in bf16 {bf16}: differs by {gap}");
         }
+        // A result larger than the budget is computed again, not kept.
+        let small = Memo::new(true, t * heads * d);
+        let a = x(1.0);
+        let first = attention_remembered(&a.0, &a.1, &a.2, spec, false, Some((&small, 0))).unwrap();
+        assert_eq!(small.bytes(), 0, "over the budget: nothing kept");
+        let again = attention_remembered(&a.0, &a.1, &a.2, spec, false, Some((&small, 0))).unwrap();
+        assert_eq!(max_abs_diff(&first, &again), 0.0);
     }
 
     #[test]

@@ -171,12 +171,15 @@ mod tests {
         assert!(q.keeps_graph && !long.keeps_graph);
         let per_layer = graph_bytes_of(&path, 8192) / c.n_layer;
         assert!(long.activations > 2 * per_layer && long.activations > q.activations);
-        // Recomputed layers keep their projections in f32 either way.
+        // Recomputed layers keep their projections in f32 either way; only
+        // the attention outputs kept for the second pass double in f32.
         let f32_saved = TrainConfig {
             bf16_saved: false,
             ..TrainConfig::default()
         };
-        assert_eq!(step_memory(&path, 8192, &f32_saved).unwrap(), long);
+        let wide = step_memory(&path, 8192, &f32_saved).unwrap();
+        let outputs = 8192 * c.n_layer * c.n_head * c.head_dim;
+        assert_eq!(wide.activations - long.activations, outputs * 2);
         let err = step_memory(&dir.path().join("missing.gguf"), 8, &quantized).unwrap_err();
         assert!(err.to_string().contains("missing.gguf"), "{err}");
     }

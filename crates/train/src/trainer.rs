@@ -260,8 +260,11 @@ impl<'m> Trainer<'m> {
         // only add to the peak, so they stay f32.
         let keep = Saved::F32;
         // The recomputed layers take attention's output from the first
-        // pass: half of its forward work, for the output's size per layer.
-        let memo = crate::attention::Memo::new(self.cfg.bf16_saved);
+        // pass: half of its forward work, for the output's size per layer,
+        // within a quarter of the memory available, so that a machine near
+        // its limit computes it again rather than running out.
+        let budget = crate::memory::available().map_or(usize::MAX, |free| free as usize / 4);
+        let memo = crate::attention::Memo::new(self.cfg.bf16_saved, budget);
         let pos = model.positions(seq.ids.len())?;
         let mut inputs = vec![model.embed(&seq.ids)?];
         for il in 0..model.n_layer() {

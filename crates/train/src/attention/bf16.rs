@@ -141,19 +141,30 @@ fn cols16(x: &[f32], t: usize, tp: usize, d: usize) -> Vec<u16> {
     out
 }
 
-/// The block geometry: queries in blocks of `mb` (a multiple of 32), all
-/// padded to `tp`; keys to `t32`.
+/// The block geometry and kernel: queries in blocks of `mb` (a multiple of
+/// 32), all padded to `tp`; keys to `t32`.
 struct Grid {
+    rows: Rows,
     dims: Dims,
     mb: usize,
     tp: usize,
     t32: usize,
 }
 
+/// Where one block reads: queries from `b0`, keys from `lo` (aligned),
+/// `np` key columns.
+#[derive(Clone, Copy)]
+struct At {
+    b0: usize,
+    lo: usize,
+    np: usize,
+}
+
 impl Grid {
-    fn new(dims: &Dims) -> Grid {
+    fn new(rows: Rows, dims: &Dims) -> Grid {
         let mb = dims.block.next_multiple_of(ALIGN);
         Grid {
+            rows,
             dims: Dims { block: mb, ..*dims },
             mb,
             tp: dims.t.next_multiple_of(mb),
@@ -161,50 +172,104 @@ impl Grid {
         }
     }
 
-    /// Query blocks `[b0, b1)` with the first key `lo` (aligned down) and
-    /// the number of key columns `np` they read.
-    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize, usize)> + '_ {
+    /// Query blocks `[b0, b1)` and where each reads.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize, At)> + '_ {
         self.dims.blocks().map(|(b0, b1, lo)| {
             let lo = lo / ALIGN * ALIGN;
-            (b0, b1, lo, (b1 - lo).next_multiple_of(ALIGN))
+            let np = (b1 - lo).next_multiple_of(ALIGN);
+            (b0, b1, At { b0, lo, np })
         })
     }
 
-    /// Keys as columns (for `x kᵀ`) and as rows (for `p k`) of each
-    /// key/value head of `x [t, kv_heads, d]`.
-    fn packed(
-        &self,
-        x: &[f32],
-        columns: bool,
-        rows: bool,
-    ) -> Vec<(Option<Packed>, Option<Packed>)> {
+    /// Each key/value head of `x [t, kv_heads, d]` packed as the right
+    /// operand of `· xᵀ` (keys as columns) with `columns`, else of `· x`
+    /// (keys as rows).
+    fn packed(&self, x: &[f32], columns: bool) -> Vec<Packed> {
         let Dims { t, kv_heads, d, .. } = self.dims;
         (0..kv_heads)
             .into_par_iter()
             .map(|g| {
                 let xg = head(x, &self.dims, kv_heads, g, 1.0);
-                (
-                    columns.then(|| Packed::transposed(&xg, t, d)),
-                    rows.then(|| Packed::plain(&xg, t, d)),
-                )
+                if columns {
+                    Packed::transposed(&xg, t, d)
+                } else {
+                    Packed::plain(&xg, t, d)
+                }
             })
             .collect()
+    }
+
+    /// `s [mb, np] = a[b0..] · xᵀ[.., lo..]`: the block's rows of `a`
+    /// (`[tp, d]`) against the keys packed as columns.
+    fn scores(&self, a: &[u16], x: &Packed, at: At, s: &mut [f32]) {
+        let (d, right) = (self.dims.d, Right::of(x, at.lo / 16, 0));
+        let a = &a[at.b0 * d..];
+        mul(
+            self.rows,
+            a,
+            d,
+            self.mb,
+            right,
+            d / 2,
+            at.np,
+            s,
+            at.np,
+            false,
+        );
+    }
+
+    /// `out [mb, d] = p [mb, np] · x[lo..]`: rounded probabilities (or
+    /// score gradients) times the keys or values packed as rows.
+    fn mix(&self, p16: &[u16], x: &Packed, at: At, out: &mut [f32]) {
+        let (d, right) = (self.dims.d, Right::of(x, 0, at.lo / 2));
+        let out = &mut out[at.b0 * d..];
+        mul(
+            self.rows,
+            p16,
+            at.np,
+            self.mb,
+            right,
+            at.np / 2,
+            d,
+            out,
+            d,
+            false,
+        );
+    }
+
+    /// `outᵀ[:, lo..] += aᵀ[:, b0..] · p`: the transposed left operand
+    /// `aᵀ [d, tp]` times the block's `p [mb, np]`, packed into `packed`,
+    /// added to a transposed gradient `[d, t32]`.
+    fn gather(&self, at_t: &[u16], p: &[f32], packed: &mut [u16], at: At, out: &mut [f32]) {
+        let (mb, d) = (self.mb, self.dims.d);
+        plain_into(packed, p, mb, at.np);
+        let (a, right) = (&at_t[at.b0..], Right::block(packed, mb));
+        let out = &mut out[at.lo..];
+        mul(
+            self.rows,
+            a,
+            self.tp,
+            d,
+            right,
+            mb / 2,
+            at.np,
+            out,
+            self.t32,
+            true,
+        );
     }
 }
 
 /// Forward pass: as [`super::forward`].
 pub(super) fn forward(rows: Rows, dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) -> Vec<Output> {
-    let grid = Grid::new(dims);
+    let grid = Grid::new(rows, dims);
     let Grid { mb, tp, t32, .. } = grid;
     let Dims { t, heads, d, .. } = *dims;
-    let keys = grid.packed(k, true, false);
-    let values = grid.packed(v, false, true);
+    let (keys, values) = (grid.packed(k, true), grid.packed(v, false));
     (0..heads)
         .into_par_iter()
         .map(|h| {
             let g = dims.kv_head(h);
-            let (kx, vp) = (keys[g].0.as_ref(), values[g].1.as_ref());
-            let (kx, vp) = (kx.expect("keys as columns"), vp.expect("values as rows"));
             // The scale goes into the queries before rounding, so that the
             // scores come out scaled, as in the f32 pass.
             let qr = rows16(&head(q, dims, heads, h, dims.scale), tp, d);
@@ -212,39 +277,16 @@ pub(super) fn forward(rows: Rows, dims: &Dims, q: &[f32], k: &[f32], v: &[f32]) 
             let mut lse = vec![0f32; t];
             let mut s = vec![0f32; mb * t32];
             let mut p16 = vec![0u16; mb * t32];
-            for (b0, b1, lo, np) in grid.blocks() {
-                let s = &mut s[..mb * np];
-                mul(
-                    rows,
-                    &qr[b0 * d..],
-                    d,
-                    mb,
-                    Right::of(kx, lo / 16, 0),
-                    d / 2,
-                    np,
-                    s,
-                    np,
-                    false,
-                );
-                for (r, row) in s.chunks_exact_mut(np).take(b1 - b0).enumerate() {
+            for (b0, b1, at) in grid.blocks() {
+                let s = &mut s[..mb * at.np];
+                grid.scores(&qr, &keys[g], at, s);
+                for (r, row) in s.chunks_exact_mut(at.np).take(b1 - b0).enumerate() {
                     let i = b0 + r;
-                    lse[i] = super::normalize(row, grid.dims.seen(i, lo));
+                    lse[i] = super::normalize(row, grid.dims.seen(i, at.lo));
                 }
-                s[(b1 - b0) * np..].fill(0.0);
-                round_into(&mut p16[..mb * np], s);
-                let right = Right::of(vp, 0, lo / 2);
-                mul(
-                    rows,
-                    &p16,
-                    np,
-                    mb,
-                    right,
-                    np / 2,
-                    d,
-                    &mut out[b0 * d..],
-                    d,
-                    false,
-                );
+                s[(b1 - b0) * at.np..].fill(0.0);
+                round_into(&mut p16[..mb * at.np], s);
+                grid.mix(&p16, &values[g], at, &mut out);
             }
             out.truncate(t * d);
             (out, lse)
@@ -262,21 +304,17 @@ pub(super) fn backward(
     lse: &[f32],
     delta: &[Vec<f32>],
 ) -> Vec<Gradients> {
-    let grid = Grid::new(dims);
+    let grid = Grid::new(rows, dims);
     let Grid { mb, tp, t32, .. } = grid;
     let Dims { t, heads, d, .. } = *dims;
-    let keys = grid.packed(k, true, true);
-    let values = grid.packed(v, true, false);
+    let (keys, keys_as_rows) = (grid.packed(k, true), grid.packed(k, false));
+    let values = grid.packed(v, true);
     (0..heads)
         .into_par_iter()
         .map(|h| {
             let g = dims.kv_head(h);
-            let (kx, kp) = (&keys[g].0, &keys[g].1);
-            let (kx, kp) = (kx.as_ref().expect("columns"), kp.as_ref().expect("rows"));
-            let vx = values[g].0.as_ref().expect("values as columns");
-            let qh = head(q, dims, heads, h, 1.0);
             let qr = rows16(&head(q, dims, heads, h, dims.scale), tp, d);
-            let qt = cols16(&qh, t, tp, d);
+            let qt = cols16(&head(q, dims, heads, h, 1.0), t, tp, d);
             let doh = head(dout, dims, heads, h, 1.0);
             let (dor, dot) = (rows16(&doh, tp, d), cols16(&doh, t, tp, d));
             let delta = &delta[h];
@@ -284,54 +322,18 @@ pub(super) fn backward(
             let (mut dkt, mut dvt) = (vec![0f32; d * t32], vec![0f32; d * t32]);
             let (mut p, mut dp) = (vec![0f32; mb * t32], vec![0f32; mb * t32]);
             let (mut p16, mut packed) = (vec![0u16; mb * t32], vec![0u16; mb * t32]);
-            for (b0, b1, lo, np) in grid.blocks() {
-                let m = b1 - b0;
+            for (b0, b1, at) in grid.blocks() {
+                let (m, np) = (b1 - b0, at.np);
                 let (p, dp) = (&mut p[..mb * np], &mut dp[..mb * np]);
-                mul(
-                    rows,
-                    &qr[b0 * d..],
-                    d,
-                    mb,
-                    Right::of(kx, lo / 16, 0),
-                    d / 2,
-                    np,
-                    p,
-                    np,
-                    false,
-                );
+                grid.scores(&qr, &keys[g], at, p);
                 for (r, row) in p.chunks_exact_mut(np).take(m).enumerate() {
                     let i = b0 + r;
-                    super::recompute(row, grid.dims.seen(i, lo), lse[h * t + i]);
+                    super::recompute(row, grid.dims.seen(i, at.lo), lse[h * t + i]);
                 }
                 p[m * np..].fill(0.0);
-                // dP = dO · vᵀ
-                mul(
-                    rows,
-                    &dor[b0 * d..],
-                    d,
-                    mb,
-                    Right::of(vx, lo / 16, 0),
-                    d / 2,
-                    np,
-                    dp,
-                    np,
-                    false,
-                );
-                // dvᵀ[:, lo..] += dOᵀ[:, b0..b1] · p
-                plain_into(&mut packed, p, mb, np);
-                let right = Right::block(&packed, mb);
-                mul(
-                    rows,
-                    &dot[b0..],
-                    tp,
-                    d,
-                    right,
-                    mb / 2,
-                    np,
-                    &mut dvt[lo..],
-                    t32,
-                    true,
-                );
+                // dP = dO · vᵀ, and dvᵀ += dOᵀ · p.
+                grid.scores(&dor, &values[g], at, dp);
+                grid.gather(&dot, p, &mut packed, at, &mut dvt);
                 // dS = scale · p ∘ (dP − D), in place of p.
                 for r in 0..m {
                     let di = delta[b0 + r];
@@ -340,36 +342,10 @@ pub(super) fn backward(
                         *x *= (y - di) * dims.scale;
                     }
                 }
-                // dq[b0..b1] = dS · k
+                // dq = dS · k, and dkᵀ += qᵀ · dS.
                 round_into(&mut p16[..mb * np], p);
-                let right = Right::of(kp, 0, lo / 2);
-                mul(
-                    rows,
-                    &p16,
-                    np,
-                    mb,
-                    right,
-                    np / 2,
-                    d,
-                    &mut dq[b0 * d..],
-                    d,
-                    false,
-                );
-                // dkᵀ[:, lo..] += qᵀ[:, b0..b1] · dS
-                plain_into(&mut packed, p, mb, np);
-                let right = Right::block(&packed, mb);
-                mul(
-                    rows,
-                    &qt[b0..],
-                    tp,
-                    d,
-                    right,
-                    mb / 2,
-                    np,
-                    &mut dkt[lo..],
-                    t32,
-                    true,
-                );
+                grid.mix(&p16, &keys_as_rows[g], at, &mut dq);
+                grid.gather(&qt, p, &mut packed, at, &mut dkt);
             }
             dq.truncate(t * d);
             let untransposed = |x: &[f32]| {

@@ -167,7 +167,7 @@ impl Packed {
 /// left to clear.
 pub(crate) fn plain_into(dst: &mut [u16], w: &[f32], k: usize, n: usize) {
     assert!(
-        k % K_STEP == 0 && n % 16 == 0 && w.len() >= k * n && dst.len() >= k * n,
+        k.is_multiple_of(K_STEP) && n.is_multiple_of(16) && w.len() >= k * n && dst.len() >= k * n,
         "packing {k} × {n}"
     );
     for (g, group) in dst.chunks_exact_mut(k * 16).take(n / 16).enumerate() {

@@ -33,7 +33,7 @@ pub(super) type Rows =
 
 /// The kernel this pass runs for heads of size `d`, where the CPU has one.
 pub(super) fn kernel(d: usize) -> Option<Rows> {
-    (dpbf16::available() && d % ALIGN == 0).then_some(dpbf16::rows as Rows)
+    (dpbf16::available() && d.is_multiple_of(ALIGN)).then_some(dpbf16::rows as Rows)
 }
 
 /// A packed right operand, from a column group and a `k` pair on.
@@ -81,7 +81,7 @@ fn mul(
     ldc: usize,
     add: bool,
 ) {
-    assert!(m % dpbf16::ROWS == 0 && n % ALIGN == 0 && m > 0 && n > 0);
+    assert!(m.is_multiple_of(dpbf16::ROWS) && n.is_multiple_of(ALIGN) && m > 0 && n > 0);
     assert!(a.len() >= (m - 1) * lda + 2 * pairs, "left operand size");
     assert!(c.len() >= (m - 1) * ldc + n, "product size");
     let last_group = b.first_group + n / 16 - 1;

@@ -22,6 +22,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
+use crate::bf16_matmul;
 use crate::cpu::{self, f32_slice, gradients_of, with_f32s};
 use crate::portable;
 
@@ -473,23 +474,14 @@ pub struct Memo {
 
 struct Kept {
     inputs: u64,
-    out: Held,
+    out: bf16_matmul::Kept,
     lse: Vec<f32>,
 }
 
 impl Kept {
     fn bytes(&self) -> usize {
-        let out = match &self.out {
-            Held::F32(v) => v.len() * 4,
-            Held::Bf16(v) => v.len() * 2,
-        };
-        out + self.lse.len() * 4
+        self.out.bytes() + self.lse.len() * 4
     }
-}
-
-enum Held {
-    F32(Vec<f32>),
-    Bf16(Vec<u16>),
 }
 
 impl Memo {
@@ -509,32 +501,17 @@ impl Memo {
     }
 
     fn keep(&self, layer: usize, inputs: u64, out: &[f32], lse: &[f32]) {
-        let width = if self.bf16 { 2 } else { 4 };
-        let size = out.len() * width + lse.len() * 4;
+        let mut kept = self.kept.lock().expect("attention memo lock");
         // A result this layer kept before is stale: other inputs came.
-        self.kept
-            .lock()
-            .expect("attention memo lock")
-            .remove(&layer);
-        if self.bytes() + size > self.budget {
+        kept.remove(&layer);
+        let width = if self.bf16 { 2 } else { 4 };
+        let held: usize = kept.values().map(Kept::bytes).sum();
+        if held + out.len() * width + lse.len() * 4 > self.budget {
             return;
         }
-        let out = if self.bf16 {
-            let mut rounded = vec![0u16; out.len()];
-            crate::bf16_matmul::round_into(&mut rounded, out);
-            Held::Bf16(rounded)
-        } else {
-            Held::F32(out.to_vec())
-        };
-        let kept = Kept {
-            inputs,
-            out,
-            lse: lse.to_vec(),
-        };
-        self.kept
-            .lock()
-            .expect("attention memo lock")
-            .insert(layer, kept);
+        let out = bf16_matmul::Kept::new(out.to_vec(), self.bf16);
+        let lse = lse.to_vec();
+        kept.insert(layer, Kept { inputs, out, lse });
     }
 
     fn take(&self, layer: usize, inputs: u64) -> Option<(Vec<f32>, Vec<f32>)> {
@@ -543,14 +520,7 @@ impl Memo {
             return None;
         }
         let Kept { out, lse, .. } = kept.remove(&layer)?;
-        let out = match out {
-            Held::F32(v) => v,
-            Held::Bf16(v) => v
-                .iter()
-                .map(|&b| f32::from_bits((b as u32) << 16))
-                .collect(),
-        };
-        Some((out, lse))
+        Some((out.into_f32(), lse))
     }
 }
 

@@ -201,6 +201,42 @@ fn plain_group(group: &mut [u16], w: &[f32], k: usize, n: usize, c0: usize, widt
     }
 }
 
+/// Values kept for a later pass, in f32 or rounded to bf16 (half the
+/// bytes; the later pass sees the rounded values).
+pub(crate) enum Kept {
+    F32(Vec<f32>),
+    Bf16(Vec<u16>),
+}
+
+impl Kept {
+    /// `v`, rounded to bf16 with `in_bf16` (on the thread pool).
+    pub(crate) fn new(v: Vec<f32>, in_bf16: bool) -> Kept {
+        if in_bf16 {
+            Kept::Bf16(v.par_iter().map(|&x| bf16(x)).collect())
+        } else {
+            Kept::F32(v)
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Kept::F32(v) => v.len() * 4,
+            Kept::Bf16(v) => v.len() * 2,
+        }
+    }
+
+    /// The values in f32 again.
+    pub(crate) fn into_f32(self) -> Vec<f32> {
+        match self {
+            Kept::F32(v) => v,
+            Kept::Bf16(v) => v
+                .par_iter()
+                .map(|&b| f32::from_bits((b as u32) << 16))
+                .collect(),
+        }
+    }
+}
+
 /// `src` rounded to bf16 into `dst`.
 #[inline(always)]
 pub(crate) fn round_into(dst: &mut [u16], src: &[f32]) {

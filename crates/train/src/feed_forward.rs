@@ -14,9 +14,8 @@
 use std::sync::Mutex;
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
-use rayon::prelude::*;
 
-use crate::bf16_matmul::bf16;
+use crate::bf16_matmul;
 use crate::cpu::{f32_slice, gradients_of, with_f32s};
 use crate::frozen::{AdapterValues, FrozenMatmul, Weight};
 use crate::glu::{gate_back_in_place, gate_into, gated_projections_back, silu_mul};
@@ -78,34 +77,18 @@ struct FeedForward {
     saved: Mutex<Option<Kept>>,
 }
 
-enum Kept {
-    F32(Vec<f32>, Vec<f32>),
-    Bf16(Vec<u16>, Vec<u16>),
-}
+/// `g` and `u`, each kept as [`Saved`] says.
+struct Kept(bf16_matmul::Kept, bf16_matmul::Kept);
 
 impl Kept {
     fn new(keep: Saved, g: Vec<f32>, u: Vec<f32>) -> Kept {
-        match keep {
-            Saved::F32 => Kept::F32(g, u),
-            Saved::Bf16 => {
-                let round = |v: Vec<f32>| -> Vec<u16> { v.par_iter().map(|&x| bf16(x)).collect() };
-                Kept::Bf16(round(g), round(u))
-            }
-        }
+        let in_bf16 = keep == Saved::Bf16;
+        let g = bf16_matmul::Kept::new(g, in_bf16);
+        Kept(g, bf16_matmul::Kept::new(u, in_bf16))
     }
 
     fn into_f32(self) -> (Vec<f32>, Vec<f32>) {
-        match self {
-            Kept::F32(g, u) => (g, u),
-            Kept::Bf16(g, u) => {
-                let widen = |v: Vec<u16>| -> Vec<f32> {
-                    v.par_iter()
-                        .map(|&b| f32::from_bits((b as u32) << 16))
-                        .collect()
-                };
-                (widen(g), widen(u))
-            }
-        }
+        (self.0.into_f32(), self.1.into_f32())
     }
 }
 

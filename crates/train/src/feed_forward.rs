@@ -10,6 +10,12 @@
 //! with [`Saved::Bf16`] it keeps those two in bf16, a third of the bytes
 //! again. The forward pass computes in f32 either way: only the backward
 //! pass sees the rounded values.
+//!
+//! Both passes walk the rows in blocks of [`ROWS_PER_PASS`]: the block is
+//! row-wise but for the adapters' gradients (sums over rows), so the
+//! feed-forward-wide temporaries (`g`, `u`, `h`, their gradients in f32)
+//! are one block's, not the whole sequence's: at 24,576 tokens of the
+//! default model they would be 1.9 GB, more than the kept `g` and `u`.
 
 use std::sync::Mutex;
 
@@ -30,6 +36,10 @@ pub enum Saved {
     Bf16,
 }
 
+/// Rows each pass computes at a time: enough for the products to run at
+/// full speed (the quantized weights are expanded once per block).
+pub const ROWS_PER_PASS: usize = 2048;
+
 /// The three projections of one block and their adapters: `a` holds
 /// `A_gate [r, in]`, `A_up [r, in]`, `A_down [r, ffn]`; `b` holds
 /// `B_gate [ffn, r]`, `B_up [ffn, r]`, `B_down [in, r]`.
@@ -40,6 +50,19 @@ pub fn feed_forward(
     b: [&Tensor; 3],
     scale: f64,
     saved: Saved,
+) -> Result<Tensor> {
+    feed_forward_in_blocks(x, (gate, up, down), a, b, scale, saved, ROWS_PER_PASS)
+}
+
+/// [`feed_forward`] over blocks of `rows_per_pass` rows.
+fn feed_forward_in_blocks(
+    x: &Tensor,
+    (gate, up, down): (&FrozenMatmul, &FrozenMatmul, &FrozenMatmul),
+    a: [&Tensor; 3],
+    b: [&Tensor; 3],
+    scale: f64,
+    saved: Saved,
+    rows_per_pass: usize,
 ) -> Result<Tensor> {
     if portable::wanted(x) {
         let g = gate.forward_adapted(x, a[0], b[0], scale)?;
@@ -62,6 +85,7 @@ pub fn feed_forward(
             down: down.held().clone(),
             scale: scale as f32,
             keep: saved,
+            rows_per_pass: rows_per_pass.max(1),
             saved: Mutex::new(None),
         },
     )
@@ -73,8 +97,10 @@ struct FeedForward {
     down: Weight,
     scale: f32,
     keep: Saved,
-    /// `g` and `u` from the forward pass, for the backward pass.
-    saved: Mutex<Option<Kept>>,
+    rows_per_pass: usize,
+    /// `g` and `u` of each block of rows from the forward pass, for the
+    /// backward pass.
+    saved: Mutex<Option<Vec<Kept>>>,
 }
 
 /// `g` and `u`, each kept as [`Saved`] says.
@@ -165,12 +191,17 @@ impl CustomOp3 for FeedForward {
         );
         let d = self.dims(xl.dims(), a.len(), b.len())?;
         let [ag, au, ad] = self.adapters(&d, a, b);
-        let g = self.gate.project_adapted(x, ag, d.rows)?;
-        let u = self.up.project_adapted(x, au, d.rows)?;
-        let mut h = vec![0f32; d.rows * d.ffn];
-        gate_into(&mut h, &g, &u);
-        let y = self.down.project_adapted(&h, ad, d.rows)?;
-        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept::new(self.keep, g, u));
+        let mut y = vec![0f32; d.rows * d.inp];
+        let mut kept = Vec::new();
+        for (rows, x, y) in blocks(self.rows_per_pass, x, &mut y, d.inp) {
+            let g = self.gate.project_adapted(x, ag, rows)?;
+            let u = self.up.project_adapted(x, au, rows)?;
+            let mut h = vec![0f32; rows * d.ffn];
+            gate_into(&mut h, &g, &u);
+            y.copy_from_slice(&self.down.project_adapted(&h, ad, rows)?);
+            kept.push(Kept::new(self.keep, g, u));
+        }
+        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
         Ok((CpuStorage::F32(y), xl.shape().clone()))
     }
 
@@ -198,36 +229,62 @@ impl FeedForward {
     fn back(
         &self,
         d: &Dims,
-        kept: Option<Kept>,
+        kept: Option<Vec<Kept>>,
         xv: &[f32],
         av: &[f32],
         bv: &[f32],
         grad: &[f32],
     ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
         let [ag, au, ad] = self.adapters(d, av, bv);
-        let (mut g, mut u) = match kept {
-            Some(k) => k.into_f32(),
-            None => (
-                self.gate.project_adapted(xv, ag, d.rows)?,
-                self.up.project_adapted(xv, au, d.rows)?,
-            ),
-        };
-        // The down projection's backward pass, on the recomputed `h`.
-        let mut h = vec![0f32; d.rows * d.ffn];
-        gate_into(&mut h, &g, &u);
-        let mut dh = vec![0f32; d.rows * d.ffn];
-        let (da_d, db_d) = self
-            .down
-            .project_adapted_back(&mut dh, &h, ad, grad, d.rows)?;
-        drop(h);
-        gate_back_in_place(&mut g, &mut u, &dh);
-        drop(dh);
-        let (dx, mut da, mut db) =
-            gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), d.rows)?;
-        da.extend(da_d);
-        db.extend(db_d);
+        let mut kept = kept.map(Vec::into_iter);
+        let mut dx = vec![0f32; d.rows * d.inp];
+        let (mut da, mut db) = (vec![0f32; av.len()], vec![0f32; bv.len()]);
+        let grads = grad.chunks(self.rows_per_pass * d.inp);
+        for ((rows, xv, dx), grad) in blocks(self.rows_per_pass, xv, &mut dx, d.inp).zip(grads) {
+            let (mut g, mut u) = match kept.as_mut().and_then(Iterator::next) {
+                Some(k) => k.into_f32(),
+                None => (
+                    self.gate.project_adapted(xv, ag, rows)?,
+                    self.up.project_adapted(xv, au, rows)?,
+                ),
+            };
+            // The down projection's backward pass, on the recomputed `h`.
+            let mut h = vec![0f32; rows * d.ffn];
+            gate_into(&mut h, &g, &u);
+            let mut dh = vec![0f32; rows * d.ffn];
+            let (da_d, db_d) = self
+                .down
+                .project_adapted_back(&mut dh, &h, ad, grad, rows)?;
+            drop(h);
+            gate_back_in_place(&mut g, &mut u, &dh);
+            drop(dh);
+            let (dx_block, mut da_b, mut db_b) =
+                gated_projections_back((&self.gate, &self.up), xv, [ag, au], (g, u), rows)?;
+            dx.copy_from_slice(&dx_block);
+            da_b.extend(da_d);
+            db_b.extend(db_d);
+            add_into(&mut da, &da_b);
+            add_into(&mut db, &db_b);
+        }
         Ok((dx, da, db))
     }
+}
+
+/// Each block of `n` rows: its length and its rows of `x` and of `out`,
+/// both `width` wide.
+fn blocks<'a>(
+    n: usize,
+    x: &'a [f32],
+    out: &'a mut [f32],
+    width: usize,
+) -> impl Iterator<Item = (usize, &'a [f32], &'a mut [f32])> {
+    x.chunks(n * width)
+        .zip(out.chunks_mut(n * width))
+        .map(move |(x, out)| (x.len() / width.max(1), x, out))
+}
+
+fn add_into(sum: &mut [f32], part: &[f32]) {
+    sum.iter_mut().zip(part).for_each(|(s, p)| *s += p);
 }
 
 #[cfg(test)]
@@ -237,7 +294,8 @@ mod tests {
     use candle_core::{Device, Var};
 
     /// The block against its composition from adapted projections and the
-    /// gate, in both passes, for both ways of keeping `g` and `u`.
+    /// gate, in both passes, for both ways of keeping `g` and `u`, in one
+    /// block of rows and in ragged blocks.
     #[test]
     fn matches_the_composed_block_and_its_gradients() {
         let dev = Device::Cpu;
@@ -260,19 +318,25 @@ mod tests {
                     .unwrap()
             };
             let want = pull_back(&theirs, &up);
-            for (saved, tol) in [(Saved::F32, 1e-4), (Saved::Bf16, 2e-2)] {
-                let ours = feed_forward(
+            let ways = [(Saved::F32, 1e-4), (Saved::Bf16, 2e-2)];
+            for ((saved, tol), block) in ways.into_iter().flat_map(|w| [(w, ROWS_PER_PASS), (w, 4)])
+            {
+                let ours = feed_forward_in_blocks(
                     x.as_tensor(),
                     (&g, &u, &dn),
                     [t(0), t(1), t(2)],
                     [t(3), t(4), t(5)],
                     2.0,
                     saved,
+                    block,
                 )
                 .unwrap();
                 assert_eq!(ours.dims(), theirs.dims());
                 // The forward pass is f32 either way.
-                assert!(max_abs_diff(&ours, &theirs) < 1e-4, "{saved:?} forward");
+                assert!(
+                    max_abs_diff(&ours, &theirs) < 1e-4,
+                    "{saved:?} {block} forward"
+                );
                 let got = pull_back(&ours, &up);
                 let names = ["x", "A_g", "A_u", "A_d", "B_g", "B_u", "B_d"];
                 for (name, v) in names.iter().zip(std::iter::once(&x).chain(&vars)) {
@@ -283,7 +347,7 @@ mod tests {
                     let diff = max_abs_diff(a, b) / scale;
                     assert!(
                         diff < tol,
-                        "{saved:?}: gradient of {name} differs by {diff}"
+                        "{saved:?} in blocks of {block}: gradient of {name} differs by {diff}"
                     );
                 }
             }

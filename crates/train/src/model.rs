@@ -411,20 +411,17 @@ impl Model {
         pos: &Positions,
         lora: Option<&Lora>,
     ) -> candle_core::Result<Tensor> {
-        self.layer_keeping(il, h, pos, lora, self.saved, None)
+        self.layer_remembering(il, h, pos, lora, None)
     }
 
-    /// [`Model::layer`], with the feed-forward block keeping its gate and
-    /// up projections for the backward pass as `saved` says, and attention
-    /// remembering its result in `memo` for a second pass over the same
-    /// input.
-    pub fn layer_keeping(
+    /// [`Model::layer`], with attention remembering its result in `memo`
+    /// for a second pass over the same input.
+    pub fn layer_remembering(
         &self,
         il: usize,
         h: &Tensor,
         pos: &Positions,
         lora: Option<&Lora>,
-        saved: Saved,
         memo: Option<&Arc<Memo>>,
     ) -> candle_core::Result<Tensor> {
         let hp = &self.hp;
@@ -479,7 +476,7 @@ impl Model {
                     [ag, au, ad].map(|v| v.a.as_tensor()),
                     [ag, au, ad].map(|v| v.b.as_tensor()),
                     scale,
-                    saved,
+                    self.saved,
                 )?
             }
             // One op for both adapted projections and the gate.

@@ -174,9 +174,8 @@ mod tests {
         };
         let wide = step_memory(&path, 8192, &f32_saved).unwrap();
         let outputs = 8192 * c.n_layer * c.n_head * c.head_dim;
-        let layer = |cfg: &TrainConfig| {
-            3 * graph_bytes(&hparams_of(&path), cfg, 8192) / (2 * c.n_layer as u64)
-        };
+        let layer =
+            |cfg: &TrainConfig| 3 * graph_bytes(&hparams_of(&path), cfg, 8192) / (2 * c.n_layer);
         let kept_more = layer(&f32_saved) - layer(&quantized);
         assert!(kept_more > 0);
         assert_eq!(wide.activations - long.activations, outputs * 2 + kept_more);
